@@ -1,0 +1,40 @@
+.PHONY: dev test proto lint typecheck infra-up infra-down unit
+
+VENV := .venv
+PY := $(VENV)/bin/python
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+
+## Run Clockwork on this machine (embedded store, one process).
+dev: $(PY)
+	$(VENV)/bin/clockwork dev
+
+## The whole test suite: installs everything, starts real servers, runs all tests.
+test:
+	./scripts/test.sh
+
+## Only the tests that need no servers.
+unit: $(PY)
+	$(PY) -m pytest -q tests/unit
+
+## Regenerate the gRPC/protobuf code from proto/.
+proto: $(PY)
+	$(PY) scripts/gen_proto.py
+	$(PY) scripts/gen_api_docs.py
+
+lint: $(PY)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check clockwork_svc tests e2e bench scripts
+
+typecheck: $(PY)
+	$(VENV)/bin/mypy
+
+## Start real Cassandra (and later etcd, Kafka) on loopback; prints CLOCKWORK_* lines.
+infra-up: $(PY)
+	@$(PY) -m e2e.infra up
+
+infra-down: $(PY)
+	@$(PY) -m e2e.infra down

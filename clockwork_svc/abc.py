@@ -1,0 +1,135 @@
+"""Interfaces between Clockwork's parts: store, clock and delivery sink.
+
+The storage contract is written here once; `tests/contract/` checks every
+implementation (the embedded SQLite store and the Cassandra store) against it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    DeliveryResult,
+    Execution,
+    Firing,
+    Progress,
+    Schedule,
+    ShardCursor,
+)
+from clockwork_svc.domain.spec import HttpTarget
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Wall-clock time, milliseconds since the epoch."""
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; never goes backwards."""
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class Store(Protocol):
+    """Durable state of a Clockwork cluster.
+
+    Shaped by Cassandra's model: firings live in partitions `(shard, bucket)`
+    clustered by `(fire_at_ms, firing_id)`; nothing is deleted in the hot path; every
+    write is an idempotent upsert except the few that need a compare-and-set
+    (schedule creation and version changes, shard epochs).
+
+    Errors: implementations raise `clockwork_svc.errors.StoreUnavailable` when the
+    backend cannot be reached or times out; callers may retry the same call.
+    """
+
+    async def close(self) -> None: ...
+
+    async def layout(self) -> ClusterLayout:
+        """Shard count and bucket width, fixed when the cluster was created."""
+
+    # --- schedules ---------------------------------------------------------------
+
+    async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
+        """Insert if no schedule exists for (tenant, key).
+
+        Returns None if inserted, else the existing schedule (unchanged). Atomic:
+        of concurrent inserts for the same pair, exactly one succeeds.
+        """
+
+    async def get_schedule(self, tenant: str, key: str) -> Schedule | None: ...
+
+    async def list_schedules(
+        self, tenant: str, after_key: str | None, limit: int
+    ) -> list[Schedule]:
+        """The tenant's schedules with key > after_key, ordered by key, at most limit."""
+
+    async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
+        """Write spec, state, version, updated and next-fire time of `schedule`
+        if the stored version is `expected_version`; False (nothing written) otherwise.
+        Runtime columns (see `record_progress`) are left as they are."""
+
+    async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
+        """Upsert the runtime columns written by workers. A no-op for a missing schedule
+        is not required: it may create a partial row that `get_schedule` ignores."""
+
+    # --- firings -----------------------------------------------------------------
+
+    async def put_firings(self, firings: Sequence[Firing]) -> None:
+        """Upsert firings. Re-putting an existing firing never clears its `done` flag."""
+
+    async def get_firing(self, shard: int, fire_at_ms: int, firing_id: str) -> Firing | None: ...
+
+    async def scan_firings(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[Firing]:
+        """Firings of `shard` with (fire_at_ms, firing_id) > start and fire_at_ms < end_ms,
+        in that order, at most `limit`; done ones included (callers skip them).
+        Use start = (t, "") to include everything due at t."""
+
+    async def mark_done(self, firing: Firing) -> None:
+        """Set the firing's `done` flag (an upsert of one column, never a delete)."""
+
+    # --- shard cursors and fencing -------------------------------------------------
+
+    async def acquire_shard(self, shard: int, epoch: int) -> ShardCursor | None:
+        """Make `epoch` the shard's epoch unless a higher one is stored.
+
+        Returns the cursor (a new shard starts at the layout's creation time), or
+        None when a higher epoch exists: the caller is stale and must not own the shard.
+        """
+
+    async def advance_cursor(self, shard: int, position_ms: int, epoch: int) -> bool:
+        """Move the shard's position forward to `position_ms` (never backwards) if the
+        stored epoch equals `epoch`. False, with nothing written, if it does not: the
+        caller has been fenced off and must drop the shard at once."""
+
+    async def load_cursor(self, shard: int) -> ShardCursor | None: ...
+
+    # --- executions ----------------------------------------------------------------
+
+    async def record_execution(self, execution: Execution) -> None:
+        """Upsert; the same firing recorded twice keeps one row per firing id."""
+
+    async def list_executions(
+        self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
+    ) -> list[Execution]:
+        """Executions of a schedule, newest first by (started_ms, firing_id), strictly
+        before `before` when given, at most `limit`."""
+
+
+class DeliverySink(Protocol):
+    """Delivers one firing's payload to its target."""
+
+    async def deliver(
+        self, target: HttpTarget, payload: bytes, firing: Firing, timestamp_s: int
+    ) -> DeliveryResult: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,138 @@
+"""The composition root: wires store, API, worker and ops endpoint for each process
+kind (`dev`, `api`, `worker`) and runs it until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from clockwork_svc.abc import Clock, Store, SystemClock
+from clockwork_svc.delivery.http import HttpSink
+from clockwork_svc.domain.model import ClusterLayout
+from clockwork_svc.observability.http_server import OpsServer
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.scheduling import Scheduling
+from clockwork_svc.server.grpc_server import RunningServer, start_server
+from clockwork_svc.settings import ProcessSettings
+from clockwork_svc.worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+async def open_store(settings: ProcessSettings, clock: Clock) -> Store:
+    layout = ClusterLayout(settings.layout.shard_count, settings.layout.bucket_ms, clock.now_ms())
+    if settings.store.kind == "sqlite":
+        from clockwork_svc.storage.sqlite import SqliteStore
+
+        return await SqliteStore.open(settings.store.sqlite_path, layout)
+    from clockwork_svc.storage import cassandra
+
+    c = settings.store.cassandra
+    return await cassandra.CassandraStore.open(
+        list(c.contact_points),
+        c.keyspace,
+        local_dc=c.local_dc,
+        username=c.username,
+        password=c.password,
+        connect_timeout_s=c.connect_timeout_s,
+    )
+
+
+@dataclass
+class Node:
+    """A running process: any of api and worker, plus the ops endpoint."""
+
+    store: Store
+    metrics: Metrics
+    layout: ClusterLayout
+    api: RunningServer | None = None
+    worker: Worker | None = None
+    ops: OpsServer | None = None
+    sink: HttpSink | None = None
+    extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def stop(self, settings: ProcessSettings) -> None:
+        if self.api is not None:
+            await self.api.stop(settings.api.shutdown_grace_s)
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.sink is not None:
+            await self.sink.close()
+        for task in self.extra_tasks:
+            task.cancel()
+        if self.ops is not None:
+            await self.ops.stop()
+        await self.store.close()
+
+
+async def start_node(
+    settings: ProcessSettings,
+    *,
+    api: bool,
+    worker: bool,
+    clock: Clock | None = None,
+) -> Node:
+    clock = clock or SystemClock()
+    metrics = Metrics()
+    store = await open_store(settings, clock)
+    layout = await store.layout()
+    node = Node(store, metrics, layout)
+    try:
+        if worker:
+            node.sink = sink = HttpSink(settings.targets)
+            node.worker = Worker(store, sink, clock, layout, settings.worker, metrics)
+            node.worker.start()
+            # Without a coordinator this worker owns every shard. Its epoch is its start
+            # time, so a newer worker fences an older one instead of both firing.
+            epoch = clock.now_ms()
+            for shard in range(layout.shard_count):
+                node.worker.add_shard(shard, epoch)
+        if api:
+            on_new = node.worker.offer if node.worker is not None else (lambda firing: None)
+            scheduling = Scheduling(
+                store, clock, layout, settings.api.limits, on_new, metrics.schedules_created.inc
+            )
+            node.api = await start_server(
+                scheduling, metrics, settings.api.listen, settings.api.auth, settings.api.tls
+            )
+        node.ops = OpsServer(metrics, ready=lambda: True)
+        await node.ops.start(settings.ops.host, settings.ops.port)
+    except BaseException:
+        await node.stop(settings)
+        raise
+    return node
+
+
+@contextlib.asynccontextmanager
+async def running(
+    settings: ProcessSettings, *, api: bool, worker: bool, clock: Clock | None = None
+) -> AsyncIterator[Node]:
+    node = await start_node(settings, api=api, worker=worker, clock=clock)
+    try:
+        yield node
+    finally:
+        await node.stop(settings)
+
+
+async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with running(settings, api=api, worker=worker) as node:
+        parts = [name for name, on in (("api", api), ("worker", worker)) if on]
+        log.info(
+            "clockwork %s started: grpc port %s, ops port %s, %d shards",
+            "+".join(parts),
+            node.api.port if node.api else "-",
+            node.ops.port if node.ops else "-",
+            node.layout.shard_count,
+        )
+        await stop.wait()
+        log.info("shutting down")

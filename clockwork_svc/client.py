@@ -1,0 +1,152 @@
+"""Typed async client for the Clockwork v1 API (used by the CLI, the operator and tests).
+
+Every v1 call is idempotent, so the channel retries UNAVAILABLE automatically with
+backoff (gRPC service-config retries).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import grpc
+
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.domain.spec import ScheduleSpec
+from clockwork_svc.server import convert
+from clockwork_svc.server.auth import TENANT_METADATA
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+_SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": "clockwork.api.v1.SchedulerService"}],
+                "retryPolicy": {
+                    "maxAttempts": 5,
+                    "initialBackoff": "0.2s",
+                    "maxBackoff": "3s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    server: str = "127.0.0.1:7070"
+    tenant: str | None = None
+    token: str | None = None
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    timeout_s: float = 30.0
+
+
+class ClockworkClient:
+    def __init__(self, settings: ClientSettings) -> None:
+        self._settings = settings
+        options = [("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1)]
+        if settings.ca_file or settings.cert_file:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=settings.ca_file.read_bytes() if settings.ca_file else None,
+                private_key=settings.key_file.read_bytes() if settings.key_file else None,
+                certificate_chain=settings.cert_file.read_bytes() if settings.cert_file else None,
+            )
+            self._channel = grpc.aio.secure_channel(settings.server, credentials, options)
+        else:
+            self._channel = grpc.aio.insecure_channel(settings.server, options)
+        self._stub = pb_grpc.SchedulerServiceStub(self._channel)
+        metadata = []
+        if settings.tenant:
+            metadata.append((TENANT_METADATA, settings.tenant))
+        if settings.token:
+            metadata.append(("authorization", f"Bearer {settings.token}"))
+        self._metadata = tuple(metadata)
+
+    async def __aenter__(self) -> ClockworkClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _unary(
+        self, method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req
+    ) -> Resp:
+        return await method(request, metadata=self._metadata, timeout=self._settings.timeout_s)
+
+    async def create(
+        self, key: str, spec: ScheduleSpec | pb.ScheduleSpec
+    ) -> pb.CreateScheduleResponse:
+        request = pb.CreateScheduleRequest(key=key, spec=_spec(spec))
+        return await self._unary(self._stub.CreateSchedule, request)
+
+    async def create_many(
+        self, entries: Sequence[tuple[str, ScheduleSpec | pb.ScheduleSpec]]
+    ) -> pb.BatchCreateSchedulesResponse:
+        request = pb.BatchCreateSchedulesRequest(
+            requests=[pb.CreateScheduleRequest(key=k, spec=_spec(s)) for k, s in entries]
+        )
+        return await self._unary(self._stub.BatchCreateSchedules, request)
+
+    async def get(self, key: str) -> pb.Schedule:
+        return await self._unary(self._stub.GetSchedule, pb.GetScheduleRequest(key=key))
+
+    async def list(self, page_size: int = 100, page_token: str = "") -> pb.ListSchedulesResponse:
+        request = pb.ListSchedulesRequest(page_size=page_size, page_token=page_token)
+        return await self._unary(self._stub.ListSchedules, request)
+
+    async def list_all(self, page_size: int = 500) -> AsyncIterator[pb.Schedule]:
+        token = ""
+        while True:
+            page = await self.list(page_size, token)
+            for schedule in page.schedules:
+                yield schedule
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def update(
+        self, key: str, spec: ScheduleSpec | pb.ScheduleSpec, expected_version: int = 0
+    ) -> pb.Schedule:
+        request = pb.UpdateScheduleRequest(
+            key=key, spec=_spec(spec), expected_version=expected_version
+        )
+        return await self._unary(self._stub.UpdateSchedule, request)
+
+    async def pause(self, key: str) -> pb.Schedule:
+        return await self._unary(self._stub.PauseSchedule, pb.PauseScheduleRequest(key=key))
+
+    async def resume(self, key: str) -> pb.Schedule:
+        return await self._unary(self._stub.ResumeSchedule, pb.ResumeScheduleRequest(key=key))
+
+    async def cancel(self, key: str) -> pb.Schedule:
+        return await self._unary(self._stub.CancelSchedule, pb.CancelScheduleRequest(key=key))
+
+    async def executions(
+        self, key: str, page_size: int = 100, page_token: str = ""
+    ) -> pb.ListExecutionsResponse:
+        request = pb.ListExecutionsRequest(key=key, page_size=page_size, page_token=page_token)
+        return await self._unary(self._stub.ListExecutions, request)
+
+
+def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:
+    return spec if isinstance(spec, pb.ScheduleSpec) else convert.spec_to_pb(spec)

@@ -1,0 +1,105 @@
+"""Stable JSON encoding of a ScheduleSpec for storage (the payload is stored apart).
+
+Explicit columns-as-JSON rather than pickle: readable with cqlsh and sqlite3, and
+tolerant of fields added later (missing keys take their defaults).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    MisfirePolicy,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+)
+
+_TRIGGER_TYPES: dict[str, type[Any]] = {
+    "once": triggers.OnceTrigger,
+    "interval": triggers.IntervalTrigger,
+    "cron": triggers.CronTrigger,
+}
+
+
+def _trigger_to_dict(trigger: triggers.Trigger) -> dict[str, Any]:
+    if isinstance(trigger, triggers.OnceTrigger):
+        return {"type": "once", "at_ms": trigger.at_ms}
+    if isinstance(trigger, triggers.IntervalTrigger):
+        return {
+            "type": "interval",
+            "every_ms": trigger.every_ms,
+            "start_ms": trigger.start_ms,
+            "end_ms": trigger.end_ms,
+            "count": trigger.count,
+        }
+    return {
+        "type": "cron",
+        "expression": trigger.expression,
+        "timezone": trigger.timezone,
+        "start_ms": trigger.start_ms,
+        "end_ms": trigger.end_ms,
+        "count": trigger.count,
+    }
+
+
+def _trigger_from_dict(data: dict[str, Any]) -> triggers.Trigger:
+    fields = dict(data)
+    kind = fields.pop("type")
+    result: triggers.Trigger = _TRIGGER_TYPES[kind](**fields)
+    return result
+
+
+def spec_to_json(spec: ScheduleSpec) -> str:
+    target = spec.target
+    doc = {
+        "trigger": _trigger_to_dict(spec.trigger),
+        "http": {
+            "url": target.url,
+            "method": target.method,
+            "headers": [list(h) for h in target.headers],
+            "timeout_ms": target.timeout_ms,
+        },
+        "retry": {
+            "kind": spec.retry.kind.value,
+            "max_attempts": spec.retry.max_attempts,
+            "initial_delay_ms": spec.retry.initial_delay_ms,
+            "max_delay_ms": spec.retry.max_delay_ms,
+            "multiplier": spec.retry.multiplier,
+        },
+        "relevancy_window_ms": spec.relevancy_window_ms,
+        "jitter_ms": spec.jitter_ms,
+        "ordering_key": spec.ordering_key,
+        "misfire": spec.misfire.value,
+    }
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+
+def spec_from_json(text: str, payload: bytes) -> ScheduleSpec:
+    doc = json.loads(text)
+    http = doc["http"]
+    retry = doc.get("retry", {})
+    return ScheduleSpec(
+        trigger=_trigger_from_dict(doc["trigger"]),
+        target=HttpTarget(
+            url=http["url"],
+            method=http.get("method", "POST"),
+            headers=tuple((str(k), str(v)) for k, v in http.get("headers", [])),
+            timeout_ms=http.get("timeout_ms", 0),
+        ),
+        payload=payload,
+        retry=RetryPolicy(
+            kind=RetryKind(retry.get("kind", "default")),
+            max_attempts=retry.get("max_attempts", 0),
+            initial_delay_ms=retry.get("initial_delay_ms", 0),
+            max_delay_ms=retry.get("max_delay_ms", 0),
+            multiplier=retry.get("multiplier", 0.0),
+        ),
+        relevancy_window_ms=doc.get("relevancy_window_ms", 0),
+        jitter_ms=doc.get("jitter_ms", 0),
+        ordering_key=doc.get("ordering_key", ""),
+        misfire=MisfirePolicy(doc.get("misfire", "fire_latest")),
+    )

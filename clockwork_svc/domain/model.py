@@ -1,0 +1,134 @@
+"""The records Clockwork stores: schedules, firings, executions, shard cursors.
+
+Times are integer milliseconds since the Unix epoch (UTC) throughout.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from clockwork_svc.domain.spec import ScheduleSpec
+
+
+class ScheduleState(enum.Enum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    COMPLETED = "completed"
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    """Fixed when the cluster is created; every process must agree on it."""
+
+    shard_count: int
+    bucket_ms: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    tenant: str
+    key: str
+    id: str
+    spec: ScheduleSpec
+    state: ScheduleState
+    version: int
+    created_ms: int
+    updated_ms: int
+    shard: int
+    next_fire_ms: int | None = None
+    last_fire_ms: int | None = None
+    last_outcome: Outcome | None = None
+    fired_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Runtime columns of a schedule, written by workers (never by the API)."""
+
+    next_fire_ms: int | None
+    last_fire_ms: int | None
+    last_outcome: Outcome | None
+    fired_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """One attempt to deliver one occurrence of a schedule, due at `fire_at_ms`.
+
+    A firing row is written once and only ever gains `done = True`; a retry or the
+    next occurrence is a new row with a deterministic id, so every write is an
+    idempotent upsert.
+    """
+
+    shard: int
+    fire_at_ms: int
+    firing_id: str
+    tenant: str
+    schedule_key: str
+    schedule_id: str
+    version: int
+    seq: int
+    occurrence_ms: int
+    attempt: int
+    delivery_id: str
+    done: bool = False
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return (self.fire_at_ms, self.firing_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """The recorded result of one firing."""
+
+    tenant: str
+    schedule_key: str
+    firing_id: str
+    delivery_id: str
+    attempt: int
+    occurrence_ms: int
+    due_ms: int
+    started_ms: int
+    duration_ms: int
+    outcome: Outcome
+    status_code: int = 0
+    error: str = ""
+    next_attempt_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCursor:
+    """Everything due before `position_ms` in the shard has been handled.
+
+    `epoch` is the fencing token of the owner that last advanced it.
+    """
+
+    shard: int
+    position_ms: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """What a delivery sink reports for one attempt.
+
+    `retryable` distinguishes transient failures (5xx, timeouts, connection errors)
+    from permanent ones; `retry_after_ms` carries a server's Retry-After hint.
+    """
+
+    ok: bool
+    retryable: bool
+    status_code: int = 0
+    error: str = ""
+    retry_after_ms: int | None = None

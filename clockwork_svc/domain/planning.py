@@ -1,0 +1,261 @@
+"""Pure decisions of the scheduler: what to write when a schedule is created,
+changed or fired, and what a delivery result means.
+
+The API and the worker call these and perform the writes they describe; nothing
+here reads a clock or touches storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+from clockwork_svc.domain import identity, retry, triggers
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    DeliveryResult,
+    Execution,
+    Firing,
+    Outcome,
+    Progress,
+    Schedule,
+    ScheduleState,
+)
+from clockwork_svc.domain.spec import MisfirePolicy, ScheduleSpec
+
+# How far back FIRE_LATEST looks with a jump before iterating occurrence by occurrence.
+_CATCH_UP_JUMP_MS = 3_600_000
+_CATCH_UP_MAX_STEPS = 10_000
+
+
+def effective_trigger(schedule: Schedule) -> triggers.Trigger:
+    return triggers.normalize(schedule.spec.trigger, schedule.created_ms)
+
+
+def routing_key(key: str, spec: ScheduleSpec) -> str:
+    return spec.ordering_key or key
+
+
+def make_firing(
+    schedule: Schedule,
+    layout: ClusterLayout,
+    seq: int,
+    occurrence_ms: int,
+    attempt: int,
+    fire_at_ms: int,
+) -> Firing:
+    return Firing(
+        shard=schedule.shard,
+        fire_at_ms=fire_at_ms,
+        firing_id=identity.firing_id(schedule.id, schedule.version, occurrence_ms, attempt),
+        tenant=schedule.tenant,
+        schedule_key=schedule.key,
+        schedule_id=schedule.id,
+        version=schedule.version,
+        seq=seq,
+        occurrence_ms=occurrence_ms,
+        attempt=attempt,
+        delivery_id=identity.delivery_id(schedule.id, occurrence_ms),
+    )
+
+
+def occurrence_firing(
+    schedule: Schedule, layout: ClusterLayout, seq: int, occurrence_ms: int, now_ms: int
+) -> Firing:
+    """The first attempt of an occurrence; never due before `now_ms`.
+
+    Clamping to now matters: a shard's cursor may already have moved past an
+    earlier time, and a row written behind the cursor would never be scanned.
+    """
+    delivery = identity.delivery_id(schedule.id, occurrence_ms)
+    due = occurrence_ms + identity.jitter_offset_ms(delivery, schedule.spec.jitter_ms)
+    return make_firing(schedule, layout, seq, occurrence_ms, 1, max(due, now_ms))
+
+
+def new_schedule(
+    tenant: str,
+    key: str,
+    spec: ScheduleSpec,
+    schedule_id: str,
+    now_ms: int,
+    layout: ClusterLayout,
+) -> tuple[Schedule, Firing | None]:
+    schedule = Schedule(
+        tenant=tenant,
+        key=key,
+        id=schedule_id,
+        spec=spec,
+        state=ScheduleState.ACTIVE,
+        version=1,
+        created_ms=now_ms,
+        updated_ms=now_ms,
+        shard=identity.shard_of(tenant, routing_key(key, spec), layout.shard_count),
+    )
+    return arm(schedule, layout, now_ms)
+
+
+def arm(schedule: Schedule, layout: ClusterLayout, now_ms: int) -> tuple[Schedule, Firing | None]:
+    """The schedule's first firing from now on (create, resume, update).
+
+    A one-shot whose time has passed fires at once; a recurring schedule continues
+    with its first occurrence at or after now. Without one, the schedule is complete.
+    """
+    trigger = effective_trigger(schedule)
+    found: tuple[int, int] | None
+    if isinstance(trigger, triggers.OnceTrigger):
+        found = None if schedule.fired_count else (0, trigger.at_ms)
+    else:
+        found = triggers.first_at_or_after(trigger, now_ms)
+    if found is None:
+        done = dataclasses.replace(schedule, state=ScheduleState.COMPLETED, next_fire_ms=None)
+        return done, None
+    seq, occurrence_ms = found
+    firing = occurrence_firing(schedule, layout, seq, occurrence_ms, now_ms)
+    return dataclasses.replace(schedule, next_fire_ms=firing.fire_at_ms), firing
+
+
+class Action(enum.Enum):
+    DELIVER = "deliver"
+    EXPIRE = "expire"
+    # The schedule changed (update, pause, cancel, re-creation) after this firing was written.
+    SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    action: Action
+    next_firing: Firing | None = None
+    progress: Progress | None = None
+    completes: bool = False
+
+
+def is_current(schedule: Schedule | None, firing: Firing) -> bool:
+    return (
+        schedule is not None
+        and schedule.id == firing.schedule_id
+        and schedule.version == firing.version
+        and schedule.state in (ScheduleState.ACTIVE, ScheduleState.COMPLETED)
+    )
+
+
+def plan_dispatch(
+    schedule: Schedule | None, firing: Firing, layout: ClusterLayout, now_ms: int
+) -> Dispatch:
+    """Decide what to do with a due firing, and plan the schedule's next occurrence.
+
+    The next occurrence is planned when the first attempt is dispatched (not when it
+    finishes), so a crash during delivery cannot lose the recurrence and retries do
+    not delay it.
+    """
+    if schedule is None or not is_current(schedule, firing):
+        return Dispatch(Action.SUPERSEDED)
+    late_by = now_ms - firing.fire_at_ms
+    action = Action.EXPIRE if late_by > schedule.spec.effective_relevancy_ms else Action.DELIVER
+    if firing.attempt != 1:
+        return Dispatch(action)
+    nxt = next_occurrence(schedule, firing, now_ms)
+    next_firing = None
+    if nxt is not None:
+        next_firing = occurrence_firing(schedule, layout, nxt[0], nxt[1], now_ms)
+    progress = Progress(
+        next_fire_ms=next_firing.fire_at_ms if next_firing else None,
+        last_fire_ms=now_ms,
+        last_outcome=schedule.last_outcome,
+        fired_count=schedule.fired_count + 1,
+    )
+    return Dispatch(action, next_firing, progress, completes=next_firing is None)
+
+
+def next_occurrence(schedule: Schedule, firing: Firing, now_ms: int) -> tuple[int, int] | None:
+    """(seq, time) of the occurrence after `firing`'s, applying the misfire policy."""
+    trigger = effective_trigger(schedule)
+    candidate = triggers.occurrence(trigger, firing.seq + 1, firing.occurrence_ms)
+    if candidate is None or candidate >= now_ms:
+        return None if candidate is None else (firing.seq + 1, candidate)
+    # Missed (the worker is behind after an outage): never a storm of catch-ups.
+    if schedule.spec.misfire is MisfirePolicy.SKIP:
+        return triggers.first_at_or_after(trigger, now_ms)
+    return _latest_at_or_before(trigger, firing.seq + 1, candidate, now_ms)
+
+
+def _latest_at_or_before(
+    trigger: triggers.Trigger, seq: int, occurrence_ms: int, now_ms: int
+) -> tuple[int, int]:
+    jump = triggers.first_at_or_after(trigger, now_ms - _CATCH_UP_JUMP_MS)
+    if jump is not None and occurrence_ms < jump[1] <= now_ms:
+        seq, occurrence_ms = jump
+    for _ in range(_CATCH_UP_MAX_STEPS):
+        following = triggers.occurrence(trigger, seq + 1, occurrence_ms)
+        if following is None or following > now_ms:
+            break
+        seq, occurrence_ms = seq + 1, following
+    return seq, occurrence_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    execution: Execution
+    retry: Firing | None
+
+
+def settle(
+    schedule: Schedule,
+    firing: Firing,
+    layout: ClusterLayout,
+    result: DeliveryResult,
+    started_ms: int,
+    finished_ms: int,
+    rnd: float,
+) -> Settled:
+    """Turn a delivery result into an execution record and, if due, a retry firing."""
+    retry_firing = None
+    if result.ok:
+        outcome = Outcome.SUCCEEDED
+    elif result.retryable and firing.attempt < retry.attempts_allowed(schedule.spec.retry):
+        delay = retry.retry_delay_ms(schedule.spec.retry, firing.attempt, rnd)
+        if result.retry_after_ms is not None:
+            delay = max(delay, result.retry_after_ms)
+        retry_firing = make_firing(
+            schedule,
+            layout,
+            firing.seq,
+            firing.occurrence_ms,
+            firing.attempt + 1,
+            finished_ms + delay,
+        )
+        outcome = Outcome.RETRYING
+    else:
+        outcome = Outcome.FAILED
+    execution = Execution(
+        tenant=firing.tenant,
+        schedule_key=firing.schedule_key,
+        firing_id=firing.firing_id,
+        delivery_id=firing.delivery_id,
+        attempt=firing.attempt,
+        occurrence_ms=firing.occurrence_ms,
+        due_ms=firing.fire_at_ms,
+        started_ms=started_ms,
+        duration_ms=max(0, finished_ms - started_ms),
+        outcome=outcome,
+        status_code=result.status_code,
+        error=result.error[:1024],
+        next_attempt_ms=retry_firing.fire_at_ms if retry_firing else None,
+    )
+    return Settled(execution, retry_firing)
+
+
+def expired(firing: Firing, now_ms: int) -> Execution:
+    return Execution(
+        tenant=firing.tenant,
+        schedule_key=firing.schedule_key,
+        firing_id=firing.firing_id,
+        delivery_id=firing.delivery_id,
+        attempt=firing.attempt,
+        occurrence_ms=firing.occurrence_ms,
+        due_ms=firing.fire_at_ms,
+        started_ms=now_ms,
+        duration_ms=0,
+        outcome=Outcome.EXPIRED,
+        error=f"past the relevancy window (late by {now_ms - firing.fire_at_ms} ms)",
+    )

@@ -1,0 +1,80 @@
+"""Prometheus metrics (the only module that imports prometheus_client).
+
+Each process builds one `Metrics` with its own registry and passes it to the parts
+that record; nothing registers into a global default registry.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LAG_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.schedules_created = Counter(
+            "clockwork_schedules_created_total",
+            "Schedules created (not counting idempotent repeats)",
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "clockwork_api_requests_total",
+            "gRPC requests by method and status code",
+            ["method", "code"],
+            registry=r,
+        )
+        self.firings = Counter(
+            "clockwork_firings_total", "Firings handled, by outcome", ["outcome"], registry=r
+        )
+        self.fire_lag = Histogram(
+            "clockwork_fire_lag_seconds",
+            "Delivery start minus due time",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.delivery_duration = Histogram(
+            "clockwork_delivery_duration_seconds", "Callback request duration", registry=r
+        )
+        self.due_backlog = Gauge(
+            "clockwork_due_backlog", "Firings prefetched or in flight on this worker", registry=r
+        )
+        self.overdue = Gauge(
+            "clockwork_overdue_firings",
+            "Prefetched firings already past their due time",
+            registry=r,
+        )
+        self.shards_owned = Gauge("clockwork_shards_owned", "Shards this worker owns", registry=r)
+        self.store_errors = Counter(
+            "clockwork_store_errors_total",
+            "Store calls that failed and will be retried",
+            ["operation"],
+            registry=r,
+        )
+        self.fenced = Counter(
+            "clockwork_shard_fenced_total",
+            "Shards dropped because a newer epoch owns them",
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

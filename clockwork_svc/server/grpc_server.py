@@ -1,0 +1,77 @@
+"""Builds the grpc.aio server: scheduler service, health, reflection, auth, TLS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import _async as health_aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.scheduling import Scheduling
+from clockwork_svc.server.auth import AuthInterceptor, AuthSettings
+from clockwork_svc.server.servicer import SchedulerServicer
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    cert_file: Path
+    key_file: Path
+    # With a client CA, clients must present a certificate it signed (mutual TLS).
+    client_ca_file: Path | None = None
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health_aio.HealthServicer
+
+    async def stop(self, grace_s: float) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+async def start_server(
+    scheduling: Scheduling,
+    metrics: Metrics,
+    listen: str,
+    auth: AuthSettings,
+    tls: TlsSettings | None = None,
+) -> RunningServer:
+    server = grpc.aio.server(
+        interceptors=[AuthInterceptor(auth)],
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    pb_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(scheduling, metrics), server)
+    health_servicer = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    if tls is None:
+        port = server.add_insecure_port(listen)
+    else:
+        credentials = grpc.ssl_server_credentials(
+            [(tls.key_file.read_bytes(), tls.cert_file.read_bytes())],
+            root_certificates=tls.client_ca_file.read_bytes() if tls.client_ca_file else None,
+            require_client_auth=tls.client_ca_file is not None,
+        )
+        port = server.add_secure_port(listen, credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, port, health_servicer)

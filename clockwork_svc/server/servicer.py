@@ -1,0 +1,201 @@
+"""The v1 SchedulerService: maps requests onto `Scheduling` and errors onto status codes.
+
+This is the only place domain errors become gRPC status codes.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.errors import (
+    AlreadyExists,
+    ClockworkError,
+    Conflict,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    StoreUnavailable,
+    Unauthenticated,
+)
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.scheduling import Created, Scheduling
+from clockwork_svc.server import convert
+from clockwork_svc.server.auth import current_tenant
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+_CODES: list[tuple[type[ClockworkError], grpc.StatusCode]] = [
+    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (Conflict, grpc.StatusCode.ABORTED),
+    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE),
+]
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+
+def status_of(exc: ClockworkError) -> grpc.StatusCode:
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def _rpc(
+    fn: Callable[[SchedulerServicer, Req, str], Awaitable[Resp]],
+) -> Callable[[SchedulerServicer, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Runs a method with the caller's tenant; maps Clockwork errors to status codes."""
+
+    @functools.wraps(fn)
+    async def wrapper(
+        self: SchedulerServicer, request: Req, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Resp:
+        code = grpc.StatusCode.OK
+        try:
+            return await fn(self, request, current_tenant.get())
+        except ClockworkError as exc:
+            code = status_of(exc)
+            if code is grpc.StatusCode.UNAVAILABLE:
+                log.warning("%s: %s", fn.__name__, exc)
+            await context.abort(code, str(exc))
+            raise  # unreachable: abort raises
+        finally:
+            self._metrics.api_requests.labels(fn.__name__, code.name).inc()
+
+    return wrapper
+
+
+def _page_size(value: int) -> int:
+    if value > MAX_PAGE:
+        raise InvalidArgument("page_size", f"at most {MAX_PAGE}")
+    return value or DEFAULT_PAGE
+
+
+def _encode_token(*parts: str | int) -> str:
+    return base64.urlsafe_b64encode("\x1f".join(map(str, parts)).encode()).decode()
+
+
+def _decode_token(token: str, count: int) -> list[str]:
+    try:
+        parts = base64.urlsafe_b64decode(token.encode()).decode().split("\x1f")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("page_token", "is malformed") from exc
+    if len(parts) != count:
+        raise InvalidArgument("page_token", "is malformed")
+    return parts
+
+
+class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
+    def __init__(self, scheduling: Scheduling, metrics: Metrics) -> None:
+        self._scheduling = scheduling
+        self._metrics = metrics
+
+    @staticmethod
+    def _created_pb(created: Created) -> pb.CreateScheduleResponse:
+        return pb.CreateScheduleResponse(
+            schedule=convert.schedule_to_pb(created.schedule), created=created.created
+        )
+
+    @_rpc
+    async def CreateSchedule(
+        self, request: pb.CreateScheduleRequest, tenant: str
+    ) -> pb.CreateScheduleResponse:
+        spec = convert.spec_from_pb(request.spec)
+        return self._created_pb(await self._scheduling.create(tenant, request.key, spec))
+
+    @_rpc
+    async def BatchCreateSchedules(
+        self, request: pb.BatchCreateSchedulesRequest, tenant: str
+    ) -> pb.BatchCreateSchedulesResponse:
+        if len(request.requests) > 1000:
+            raise InvalidArgument("requests", "at most 1000 per batch")
+        results: list[pb.BatchCreateResult | None] = [None] * len(request.requests)
+        valid: list[tuple[int, str, Any]] = []
+        for i, entry in enumerate(request.requests):
+            try:
+                valid.append(
+                    (i, entry.key, convert.spec_from_pb(entry.spec, f"requests[{i}].spec"))
+                )
+            except InvalidArgument as exc:
+                results[i] = pb.BatchCreateResult(
+                    code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message=str(exc)
+                )
+        outcomes = await self._scheduling.create_many(tenant, [(k, s) for _, k, s in valid])
+        for (i, _, _), outcome in zip(valid, outcomes, strict=True):
+            if isinstance(outcome, Created):
+                results[i] = pb.BatchCreateResult(code=0, response=self._created_pb(outcome))
+            else:
+                results[i] = pb.BatchCreateResult(
+                    code=status_of(outcome).value[0], message=str(outcome)
+                )
+        return pb.BatchCreateSchedulesResponse(results=[r for r in results if r is not None])
+
+    @_rpc
+    async def GetSchedule(self, request: pb.GetScheduleRequest, tenant: str) -> pb.Schedule:
+        return convert.schedule_to_pb(await self._scheduling.get(tenant, request.key))
+
+    @_rpc
+    async def ListSchedules(
+        self, request: pb.ListSchedulesRequest, tenant: str
+    ) -> pb.ListSchedulesResponse:
+        limit = _page_size(request.page_size)
+        after = _decode_token(request.page_token, 1)[0] if request.page_token else None
+        schedules = await self._scheduling.list_schedules(tenant, after, limit)
+        token = _encode_token(schedules[-1].key) if len(schedules) == limit else ""
+        return pb.ListSchedulesResponse(
+            schedules=[convert.schedule_to_pb(s) for s in schedules], next_page_token=token
+        )
+
+    @_rpc
+    async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, tenant: str) -> pb.Schedule:
+        spec = convert.spec_from_pb(request.spec)
+        return convert.schedule_to_pb(
+            await self._scheduling.update(tenant, request.key, spec, request.expected_version)
+        )
+
+    @_rpc
+    async def PauseSchedule(self, request: pb.PauseScheduleRequest, tenant: str) -> pb.Schedule:
+        return convert.schedule_to_pb(await self._scheduling.pause(tenant, request.key))
+
+    @_rpc
+    async def ResumeSchedule(self, request: pb.ResumeScheduleRequest, tenant: str) -> pb.Schedule:
+        return convert.schedule_to_pb(await self._scheduling.resume(tenant, request.key))
+
+    @_rpc
+    async def CancelSchedule(self, request: pb.CancelScheduleRequest, tenant: str) -> pb.Schedule:
+        return convert.schedule_to_pb(await self._scheduling.cancel(tenant, request.key))
+
+    @_rpc
+    async def ListExecutions(
+        self, request: pb.ListExecutionsRequest, tenant: str
+    ) -> pb.ListExecutionsResponse:
+        limit = _page_size(request.page_size)
+        before = None
+        if request.page_token:
+            started, firing = _decode_token(request.page_token, 2)
+            if not started.isdigit():
+                raise InvalidArgument("page_token", "is malformed")
+            before = (int(started), firing)
+        executions = await self._scheduling.executions(tenant, request.key, before, limit)
+        token = ""
+        if len(executions) == limit:
+            token = _encode_token(executions[-1].started_ms, executions[-1].firing_id)
+        return pb.ListExecutionsResponse(
+            executions=[convert.execution_to_pb(e) for e in executions], next_page_token=token
+        )

@@ -1,0 +1,72 @@
+"""Process settings: one frozen object built at start-up (by the CLI, from flags and
+environment variables) and passed explicitly. Nothing reads the environment elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clockwork_svc.domain.netpolicy import AddressPolicy
+from clockwork_svc.domain.spec import Limits
+from clockwork_svc.server.auth import AuthSettings
+from clockwork_svc.server.grpc_server import TlsSettings
+from clockwork_svc.worker.worker import WorkerSettings
+
+
+@dataclass(frozen=True, slots=True)
+class CassandraSettings:
+    """Where the Cassandra store lives."""
+
+    contact_points: tuple[str, ...] = ("127.0.0.1:9042",)
+    keyspace: str = "clockwork"
+    local_dc: str | None = None
+    username: str | None = None
+    password: str | None = None
+    # How long start-up keeps retrying an unreachable cluster before giving up.
+    connect_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    kind: str = "sqlite"  # "sqlite" | "cassandra"
+    sqlite_path: Path = Path(".clockwork/clockwork.db")
+    cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutSettings:
+    """Applied only when a cluster (keyspace or SQLite file) is created; fixed afterwards."""
+
+    shard_count: int = 64
+    # Width of a firings partition; sized so a partition stays well under 100k rows.
+    bucket_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    listen: str = "127.0.0.1:7070"
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TlsSettings | None = None
+    limits: Limits = field(default_factory=Limits)
+    shutdown_grace_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class OpsSettings:
+    """The /metrics, /healthz and /readyz endpoint, and logging."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+    log_level: str = "INFO"
+    log_json: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSettings:
+    store: StoreSettings = field(default_factory=StoreSettings)
+    layout: LayoutSettings = field(default_factory=LayoutSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    ops: OpsSettings = field(default_factory=OpsSettings)
+    targets: AddressPolicy = field(default_factory=AddressPolicy)

@@ -1,0 +1,441 @@
+"""The embedded store: one SQLite file, used by `clockwork dev`.
+
+It implements the same contract as the Cassandra store (tests/contract runs both).
+SQLite calls block, so every call runs on one dedicated thread that owns the
+connection; the event loop only awaits. WAL journaling with synchronous=FULL makes
+an acknowledged write survive a `kill -9` (and a power loss).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clockwork_svc.domain.codec import spec_from_json, spec_to_json
+from clockwork_svc.domain.identity import bucket_of
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    Execution,
+    Firing,
+    Outcome,
+    Progress,
+    Schedule,
+    ScheduleState,
+    ShardCursor,
+)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cluster_meta (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    shard_count INTEGER NOT NULL, bucket_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS schedules (
+    tenant TEXT NOT NULL, key TEXT NOT NULL, id TEXT NOT NULL, spec TEXT NOT NULL,
+    payload BLOB NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, shard INTEGER NOT NULL,
+    next_fire_ms INTEGER, last_fire_ms INTEGER, last_outcome TEXT,
+    fired_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS firings (
+    shard INTEGER NOT NULL, bucket INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL,
+    firing_id TEXT NOT NULL, tenant TEXT NOT NULL, schedule_key TEXT NOT NULL,
+    schedule_id TEXT NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
+    occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS shard_cursors (
+    shard INTEGER PRIMARY KEY, position_ms INTEGER NOT NULL, epoch INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS executions (
+    tenant TEXT NOT NULL, schedule_key TEXT NOT NULL, started_ms INTEGER NOT NULL,
+    firing_id TEXT NOT NULL, delivery_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+    occurrence_ms INTEGER NOT NULL, due_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL, status_code INTEGER NOT NULL, error TEXT NOT NULL,
+    next_attempt_ms INTEGER,
+    PRIMARY KEY (tenant, schedule_key, started_ms, firing_id)) WITHOUT ROWID;
+"""
+
+_SCHEDULE_COLUMNS = (
+    "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
+    "next_fire_ms, last_fire_ms, last_outcome, fired_count"
+)
+_FIRING_COLUMNS = (
+    "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
+    "occurrence_ms, attempt, delivery_id, done"
+)
+_EXECUTION_COLUMNS = (
+    "tenant, schedule_key, firing_id, delivery_id, attempt, occurrence_ms, due_ms, "
+    "started_ms, duration_ms, outcome, status_code, error, next_attempt_ms"
+)
+
+
+class SqliteStore:
+    """See `clockwork_svc.abc.Store` for the contract."""
+
+    def __init__(self, conn: sqlite3.Connection, executor: ThreadPoolExecutor) -> None:
+        self._conn = conn
+        self._executor = executor
+        self._layout: ClusterLayout | None = None
+
+    @classmethod
+    async def open(cls, path: Path, default_layout: ClusterLayout) -> SqliteStore:
+        """Open (creating if needed) the database; the layout is fixed at creation."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        loop = asyncio.get_running_loop()
+        conn = await loop.run_in_executor(executor, _connect, path, default_layout)
+        return cls(conn, executor)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def close(self) -> None:
+        await self._run(self._conn.close)
+        self._executor.shutdown(wait=True)
+
+    async def layout(self) -> ClusterLayout:
+        if self._layout is None:
+            row = await self._run(
+                _fetchone,
+                self._conn,
+                "SELECT shard_count, bucket_ms, created_ms FROM cluster_meta",
+                (),
+            )
+            assert row is not None
+            self._layout = ClusterLayout(*row)
+        return self._layout
+
+    # --- schedules -------------------------------------------------------------------
+
+    async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
+        return await self._run(self._insert_schedule, schedule)
+
+    def _insert_schedule(self, s: Schedule) -> Schedule | None:
+        with self._conn:
+            cur = self._conn.execute(
+                f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (tenant, key) DO NOTHING",
+                _schedule_row(s),
+            )
+        if cur.rowcount == 1:
+            return None
+        existing = self._get_schedule(s.tenant, s.key)
+        assert existing is not None
+        return existing
+
+    async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
+        return await self._run(self._get_schedule, tenant, key)
+
+    def _get_schedule(self, tenant: str, key: str) -> Schedule | None:
+        row = _fetchone(
+            self._conn,
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE tenant = ? AND key = ?",
+            (tenant, key),
+        )
+        return _schedule_from_row(row) if row else None
+
+    async def list_schedules(
+        self, tenant: str, after_key: str | None, limit: int
+    ) -> list[Schedule]:
+        rows = await self._run(
+            _fetchall,
+            self._conn,
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE tenant = ? AND key > ? "
+            "ORDER BY key LIMIT ?",
+            (tenant, after_key or "", limit),
+        )
+        return [_schedule_from_row(r) for r in rows]
+
+    async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
+        s = schedule
+        return (
+            await self._run(
+                _execute_count,
+                self._conn,
+                "UPDATE schedules SET spec = ?, payload = ?, state = ?, version = ?, "
+                "updated_ms = ?, next_fire_ms = ? WHERE tenant = ? AND key = ? AND version = ?",
+                (
+                    spec_to_json(s.spec),
+                    s.spec.payload,
+                    s.state.value,
+                    s.version,
+                    s.updated_ms,
+                    s.next_fire_ms,
+                    s.tenant,
+                    s.key,
+                    expected_version,
+                ),
+            )
+            == 1
+        )
+
+    async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
+        p = progress
+        await self._run(
+            _execute_count,
+            self._conn,
+            "UPDATE schedules SET next_fire_ms = ?, last_fire_ms = ?, last_outcome = ?, "
+            "fired_count = ? WHERE tenant = ? AND key = ?",
+            (
+                p.next_fire_ms,
+                p.last_fire_ms,
+                p.last_outcome.value if p.last_outcome else None,
+                p.fired_count,
+                tenant,
+                key,
+            ),
+        )
+
+    # --- firings ---------------------------------------------------------------------
+
+    async def put_firings(self, firings: Sequence[Firing]) -> None:
+        if firings:
+            await self._run(self._put_firings, list(firings))
+
+    def _put_firings(self, firings: list[Firing]) -> None:
+        layout = self._layout_sync()
+        with self._conn:
+            self._conn.executemany(
+                f"INSERT INTO firings (bucket, {_FIRING_COLUMNS}) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,0) ON CONFLICT DO NOTHING",
+                [
+                    (
+                        bucket_of(f.fire_at_ms, layout.bucket_ms),
+                        f.shard,
+                        f.fire_at_ms,
+                        f.firing_id,
+                        f.tenant,
+                        f.schedule_key,
+                        f.schedule_id,
+                        f.version,
+                        f.seq,
+                        f.occurrence_ms,
+                        f.attempt,
+                        f.delivery_id,
+                    )
+                    for f in firings
+                ],
+            )
+
+    def _layout_sync(self) -> ClusterLayout:
+        if self._layout is None:
+            row = _fetchone(
+                self._conn, "SELECT shard_count, bucket_ms, created_ms FROM cluster_meta", ()
+            )
+            assert row is not None
+            self._layout = ClusterLayout(*row)
+        return self._layout
+
+    async def get_firing(self, shard: int, fire_at_ms: int, firing_id: str) -> Firing | None:
+        row = await self._run(
+            _fetchone,
+            self._conn,
+            f"SELECT {_FIRING_COLUMNS} FROM firings WHERE shard = ? AND "
+            "fire_at_ms = ? AND firing_id = ?",
+            (shard, fire_at_ms, firing_id),
+        )
+        return _firing_from_row(row) if row else None
+
+    async def scan_firings(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[Firing]:
+        rows = await self._run(
+            _fetchall,
+            self._conn,
+            f"SELECT {_FIRING_COLUMNS} FROM firings WHERE shard = ? AND "
+            "(fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? "
+            "ORDER BY fire_at_ms, firing_id LIMIT ?",
+            (shard, start[0], start[1], end_ms, limit),
+        )
+        return [_firing_from_row(r) for r in rows]
+
+    async def mark_done(self, firing: Firing) -> None:
+        await self._run(
+            _execute_count,
+            self._conn,
+            "UPDATE firings SET done = 1 WHERE shard = ? AND fire_at_ms = ? AND firing_id = ?",
+            (firing.shard, firing.fire_at_ms, firing.firing_id),
+        )
+
+    # --- shard cursors -------------------------------------------------------------------
+
+    async def acquire_shard(self, shard: int, epoch: int) -> ShardCursor | None:
+        return await self._run(self._acquire_shard, shard, epoch)
+
+    def _acquire_shard(self, shard: int, epoch: int) -> ShardCursor | None:
+        start = self._layout_sync().created_ms
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO shard_cursors (shard, position_ms, epoch) VALUES (?, ?, ?) "
+                "ON CONFLICT (shard) DO UPDATE SET epoch = excluded.epoch "
+                "WHERE shard_cursors.epoch <= excluded.epoch",
+                (shard, start, epoch),
+            )
+        cursor = self._load_cursor(shard)
+        return cursor if cursor is not None and cursor.epoch == epoch else None
+
+    async def advance_cursor(self, shard: int, position_ms: int, epoch: int) -> bool:
+        return (
+            await self._run(
+                _execute_count,
+                self._conn,
+                "UPDATE shard_cursors SET position_ms = max(position_ms, ?) "
+                "WHERE shard = ? AND epoch = ?",
+                (position_ms, shard, epoch),
+            )
+            == 1
+        )
+
+    async def load_cursor(self, shard: int) -> ShardCursor | None:
+        return await self._run(self._load_cursor, shard)
+
+    def _load_cursor(self, shard: int) -> ShardCursor | None:
+        row = _fetchone(
+            self._conn,
+            "SELECT shard, position_ms, epoch FROM shard_cursors WHERE shard = ?",
+            (shard,),
+        )
+        return ShardCursor(*row) if row else None
+
+    # --- executions ----------------------------------------------------------------------
+
+    async def record_execution(self, execution: Execution) -> None:
+        e = execution
+        await self._run(
+            _execute_count,
+            self._conn,
+            f"INSERT OR REPLACE INTO executions ({_EXECUTION_COLUMNS}) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                e.tenant,
+                e.schedule_key,
+                e.firing_id,
+                e.delivery_id,
+                e.attempt,
+                e.occurrence_ms,
+                e.due_ms,
+                e.started_ms,
+                e.duration_ms,
+                e.outcome.value,
+                e.status_code,
+                e.error,
+                e.next_attempt_ms,
+            ),
+        )
+
+    async def list_executions(
+        self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
+    ) -> list[Execution]:
+        bound = before or (2**62, "")
+        rows = await self._run(
+            _fetchall,
+            self._conn,
+            f"SELECT {_EXECUTION_COLUMNS} FROM executions WHERE tenant = ? AND schedule_key = ? "
+            "AND (started_ms, firing_id) < (?, ?) ORDER BY started_ms DESC, firing_id DESC LIMIT ?",
+            (tenant, key, bound[0], bound[1], limit),
+        )
+        return [_execution_from_row(r) for r in rows]
+
+
+def _connect(path: Path, default_layout: ClusterLayout) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.executescript(_SCHEMA)
+    conn.isolation_level = "DEFERRED"
+    with conn:
+        conn.execute(
+            "INSERT OR IGNORE INTO cluster_meta VALUES (1, ?, ?, ?)",
+            (default_layout.shard_count, default_layout.bucket_ms, default_layout.created_ms),
+        )
+    return conn
+
+
+def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
+    return conn.execute(sql, params).fetchone()
+
+
+def _fetchall(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    return conn.execute(sql, params).fetchall()
+
+
+def _execute_count(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> int:
+    with conn:
+        return conn.execute(sql, params).rowcount
+
+
+def _schedule_row(s: Schedule) -> tuple[Any, ...]:
+    return (
+        s.tenant,
+        s.key,
+        s.id,
+        spec_to_json(s.spec),
+        s.spec.payload,
+        s.state.value,
+        s.version,
+        s.created_ms,
+        s.updated_ms,
+        s.shard,
+        s.next_fire_ms,
+        s.last_fire_ms,
+        s.last_outcome.value if s.last_outcome else None,
+        s.fired_count,
+    )
+
+
+def _schedule_from_row(r: Any) -> Schedule:
+    return Schedule(
+        tenant=r[0],
+        key=r[1],
+        id=r[2],
+        spec=spec_from_json(r[3], bytes(r[4])),
+        state=ScheduleState(r[5]),
+        version=r[6],
+        created_ms=r[7],
+        updated_ms=r[8],
+        shard=r[9],
+        next_fire_ms=r[10],
+        last_fire_ms=r[11],
+        last_outcome=Outcome(r[12]) if r[12] else None,
+        fired_count=r[13],
+    )
+
+
+def _firing_from_row(r: Any) -> Firing:
+    return Firing(
+        shard=r[0],
+        fire_at_ms=r[1],
+        firing_id=r[2],
+        tenant=r[3],
+        schedule_key=r[4],
+        schedule_id=r[5],
+        version=r[6],
+        seq=r[7],
+        occurrence_ms=r[8],
+        attempt=r[9],
+        delivery_id=r[10],
+        done=bool(r[11]),
+    )
+
+
+def _execution_from_row(r: Any) -> Execution:
+    return Execution(
+        tenant=r[0],
+        schedule_key=r[1],
+        firing_id=r[2],
+        delivery_id=r[3],
+        attempt=r[4],
+        occurrence_ms=r[5],
+        due_ms=r[6],
+        started_ms=r[7],
+        duration_ms=r[8],
+        outcome=Outcome(r[9]),
+        status_code=r[10],
+        error=r[11],
+        next_attempt_ms=r[12],
+    )

@@ -1,0 +1,105 @@
+"""Handles one due firing: check it is current, plan the next occurrence, deliver,
+record the outcome, write a retry if one is due, and mark the firing done.
+
+The order of writes is what makes a crash at any point safe: the next occurrence
+is written before delivery (a crash cannot lose the recurrence), the retry and the
+execution before `done` (a crash re-delivers rather than loses). Every write is an
+idempotent upsert, so re-running a firing after a crash repeats no damage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+
+from clockwork_svc.abc import Clock, DeliverySink, Store
+from clockwork_svc.domain import planning
+from clockwork_svc.domain.model import ClusterLayout, Firing, Outcome, Progress, ScheduleState
+from clockwork_svc.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        sink: DeliverySink,
+        clock: Clock,
+        layout: ClusterLayout,
+        metrics: Metrics,
+        on_new_firing: Callable[[Firing], None],
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._sink = sink
+        self._clock = clock
+        self._layout = layout
+        self._metrics = metrics
+        self._on_new_firing = on_new_firing
+        self._rng = rng or random.Random()
+
+    async def handle(self, firing: Firing) -> Outcome | None:
+        """Process one firing; returns its outcome, or None if it was superseded.
+
+        Raises StoreUnavailable if the store fails; the caller retries the firing.
+        """
+        schedule = await self._store.get_schedule(firing.tenant, firing.schedule_key)
+        now = self._clock.now_ms()
+        plan = planning.plan_dispatch(schedule, firing, self._layout, now)
+        if plan.action is planning.Action.SUPERSEDED or schedule is None:
+            await self._store.mark_done(firing)
+            return None
+        if plan.next_firing is not None:
+            await self._store.put_firings([plan.next_firing])
+            self._on_new_firing(plan.next_firing)
+        if plan.completes and schedule.state is ScheduleState.ACTIVE:
+            completed = dataclasses.replace(
+                schedule, state=ScheduleState.COMPLETED, updated_ms=now, next_fire_ms=None
+            )
+            await self._store.replace_schedule(completed, schedule.version)
+        progress = plan.progress or Progress(
+            schedule.next_fire_ms,
+            schedule.last_fire_ms,
+            schedule.last_outcome,
+            schedule.fired_count,
+        )
+        if plan.action is planning.Action.EXPIRE:
+            execution = planning.expired(firing, now)
+            await self._store.record_execution(execution)
+            await self._finish(firing, dataclasses.replace(progress, last_outcome=Outcome.EXPIRED))
+            self._metrics.firings.labels(Outcome.EXPIRED.value).inc()
+            return Outcome.EXPIRED
+
+        self._metrics.fire_lag.observe(max(0, now - firing.fire_at_ms) / 1000)
+        started_m = self._clock.monotonic()
+        result = await self._sink.deliver(
+            schedule.spec.target, schedule.spec.payload, firing, now // 1000
+        )
+        finished = now + int((self._clock.monotonic() - started_m) * 1000)
+        self._metrics.delivery_duration.observe(max(0, finished - now) / 1000)
+        settled = planning.settle(
+            schedule, firing, self._layout, result, now, finished, self._rng.random()
+        )
+        if settled.retry is not None:
+            await self._store.put_firings([settled.retry])
+            self._on_new_firing(settled.retry)
+        await self._store.record_execution(settled.execution)
+        outcome = settled.execution.outcome
+        await self._finish(firing, dataclasses.replace(progress, last_outcome=outcome))
+        self._metrics.firings.labels(outcome.value).inc()
+        if outcome is not Outcome.SUCCEEDED:
+            log.info(
+                "delivery %s attempt %d: %s %s",
+                firing.delivery_id,
+                firing.attempt,
+                outcome.value,
+                settled.execution.error,
+            )
+        return outcome
+
+    async def _finish(self, firing: Firing, progress: Progress) -> None:
+        await self._store.record_progress(firing.tenant, firing.schedule_key, progress)
+        await self._store.mark_done(firing)

@@ -1,0 +1,53 @@
+"""An in-memory timer queue: prefetched firings wait here until their due time.
+
+One heap per worker rather than one timer per firing: a burst of 100k firings due
+in the same second costs one wake-up, not 100k call_at handles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class DueQueue(Generic[T]):
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self._now_ms = now_ms
+        self._heap: list[tuple[int, int, T]] = []
+        self._counter = itertools.count()
+        self._changed = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, due_ms: int, item: T) -> None:
+        earliest = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (due_ms, next(self._counter), item))
+        if earliest is None or due_ms < earliest:
+            self._changed.set()
+
+    def overdue(self) -> int:
+        now = self._now_ms()
+        return sum(1 for due, _, _ in self._heap if due <= now)
+
+    async def pop_due(self, max_items: int) -> list[tuple[int, T]]:
+        """Wait until at least one item is due; return up to `max_items` due items."""
+        while True:
+            now = self._now_ms()
+            if self._heap and self._heap[0][0] <= now:
+                due: list[tuple[int, T]] = []
+                while self._heap and self._heap[0][0] <= now and len(due) < max_items:
+                    due_ms, _, item = heapq.heappop(self._heap)
+                    due.append((due_ms, item))
+                return due
+            self._changed.clear()
+            timeout = (self._heap[0][0] - now) / 1000 if self._heap else None
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+            except TimeoutError:
+                pass

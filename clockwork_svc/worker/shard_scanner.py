@@ -1,0 +1,167 @@
+"""Scans one owned shard for due firings and moves its cursor forward.
+
+Reading model (see docs/architecture.md, "Firing path"):
+- a forward scan reads [scanned_to, now + lookahead) every poll;
+- a sweep re-reads [now - settle, scanned_to) every sweep interval, catching rows
+  whose write finished after the forward scan passed their due time (writers never
+  write a firing due before their own "now", so `settle` bounds that window);
+- the cursor advances to the oldest unfinished firing, or now - settle, whichever
+  is earlier, and is persisted with the owner's epoch; a rejected advance means
+  another worker owns the shard, and this scanner stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from clockwork_svc.abc import Clock, Store
+from clockwork_svc.domain.model import Firing
+from clockwork_svc.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSettings:
+    lookahead_ms: int = 2_000
+    settle_ms: int = 3_000
+    poll_interval_ms: int = 250
+    sweep_interval_ms: int = 1_000
+    cursor_interval_ms: int = 1_000
+    page_size: int = 500
+    max_pending: int = 20_000
+
+
+class Fenced(Exception):
+    """A newer owner holds the shard."""
+
+
+class ShardScanner:
+    def __init__(
+        self,
+        shard: int,
+        epoch: int,
+        store: Store,
+        clock: Clock,
+        settings: ScanSettings,
+        enqueue: Callable[[Firing, ShardScanner], None],
+    ) -> None:
+        self.shard = shard
+        self.epoch = epoch
+        self.active = True
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._enqueue = enqueue
+        self._pending: dict[str, int] = {}  # unfinished firing id -> fire_at
+        self._finished: dict[str, int] = {}  # finished, kept until the cursor passes them
+        self._position = 0
+        self._scanned_to = 0
+        self._wake = asyncio.Event()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def offer(self, firing: Firing) -> None:
+        """Add a firing known from elsewhere (written by this process); deduplicated."""
+        if self.active and firing.fire_at_ms >= self._position:
+            self._admit(firing)
+
+    def finished(self, firing: Firing) -> None:
+        if self._pending.pop(firing.firing_id, None) is not None:
+            self._finished[firing.firing_id] = firing.fire_at_ms
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Scan until stopped or fenced. Store outages are retried, not fatal."""
+        try:
+            await self._acquire()
+            last_sweep = last_advance = self._clock.monotonic()
+            while self.active:
+                now_m = self._clock.monotonic()
+                try:
+                    await self._forward_scan()
+                    if now_m - last_sweep >= self._settings.sweep_interval_ms / 1000:
+                        await self._sweep()
+                        last_sweep = now_m
+                    if now_m - last_advance >= self._settings.cursor_interval_ms / 1000:
+                        await self._advance_cursor()
+                        last_advance = now_m
+                except StoreUnavailable as exc:
+                    log.warning("shard %d: store unavailable, retrying: %s", self.shard, exc)
+                    await asyncio.sleep(1.0)
+                await self._idle()
+        except Fenced:
+            log.warning("shard %d: fenced off by a newer owner (epoch %d)", self.shard, self.epoch)
+        finally:
+            self.active = False
+
+    async def _acquire(self) -> None:
+        while True:
+            try:
+                cursor = await self._store.acquire_shard(self.shard, self.epoch)
+                break
+            except StoreUnavailable as exc:
+                log.warning("shard %d: cannot acquire yet: %s", self.shard, exc)
+                await asyncio.sleep(1.0)
+        if cursor is None:
+            raise Fenced
+        self._position = self._scanned_to = cursor.position_ms
+
+    async def _idle(self) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), self._settings.poll_interval_ms / 1000)
+        except TimeoutError:
+            pass
+
+    async def _forward_scan(self) -> None:
+        upper = self._clock.now_ms() + self._settings.lookahead_ms
+        self._scanned_to = await self._read(self._scanned_to, upper)
+
+    async def _sweep(self) -> None:
+        lower = max(self._position, self._clock.now_ms() - self._settings.settle_ms)
+        if lower < self._scanned_to:
+            await self._read(lower, self._scanned_to)
+
+    async def _read(self, lower_ms: int, upper_ms: int) -> int:
+        """Read [lower, upper); returns how far it got (less than upper under backpressure)."""
+        start = (lower_ms, "")
+        while self.active:
+            if len(self._pending) >= self._settings.max_pending:
+                return start[0]
+            page = await self._store.scan_firings(
+                self.shard, start, upper_ms, self._settings.page_size
+            )
+            for firing in page:
+                if not firing.done:
+                    self._admit(firing)
+            if len(page) < self._settings.page_size:
+                return upper_ms
+            start = page[-1].sort_key
+        return upper_ms
+
+    def _admit(self, firing: Firing) -> None:
+        fid = firing.firing_id
+        if fid in self._pending or fid in self._finished:
+            return
+        self._pending[fid] = firing.fire_at_ms
+        self._enqueue(firing, self)
+
+    async def _advance_cursor(self) -> None:
+        candidates = [self._clock.now_ms() - self._settings.settle_ms, self._scanned_to]
+        if self._pending:
+            candidates.append(min(self._pending.values()))
+        target = min(candidates)
+        if target <= self._position:
+            return
+        if not await self._store.advance_cursor(self.shard, target, self.epoch):
+            raise Fenced
+        self._position = target
+        self._finished = {k: v for k, v in self._finished.items() if v >= target}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs Python dependencies (and Java /
+# Maven if missing), checks lint and types, starts real servers (Cassandra) with the
+# project's own harness, runs pytest, and stops the servers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  log "installing Java 17 and Maven (Debian packages)"
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
+
+log "python environment"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+
+log "ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check clockwork_svc tests e2e bench scripts
+
+log "mypy --strict"
+.venv/bin/mypy
+
+log "starting servers (e2e/infra)"
+.venv/bin/python -m e2e.infra up > .infra.env
+trap '.venv/bin/python -m e2e.infra down || true' EXIT
+cat .infra.env
+set -a; . ./.infra.env; set +a
+
+log "pytest"
+export CLOCKWORK_REQUIRE_INFRA=1
+set +e
+.venv/bin/python -m pytest -q -ra -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"

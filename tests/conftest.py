@@ -1,0 +1,22 @@
+"""Shared fixtures.
+
+Tests that need a real server read its address from the environment
+(`CLOCKWORK_CASSANDRA`, set by `python -m e2e.infra up`, which the README's test
+command runs). Without it they skip on a laptop, but fail under CI
+(`CI=true` or `CLOCKWORK_REQUIRE_INFRA=1`) so a missing server never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def require_server(env_var: str) -> str:
+    value = os.environ.get(env_var, "")
+    if value:
+        return value
+    if os.environ.get("CI") == "true" or os.environ.get("CLOCKWORK_REQUIRE_INFRA") == "1":
+        pytest.fail(f"{env_var} is not set: start the servers with `python -m e2e.infra up`")
+    pytest.skip(f"{env_var} not set (run `make infra-up`)")

@@ -1,0 +1,300 @@
+"""The storage contract (clockwork_svc.abc.Store), run against every implementation."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import uuid
+
+from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
+
+from clockwork_svc.abc import Store
+from clockwork_svc.domain import identity
+from clockwork_svc.domain.model import (
+    Execution,
+    Firing,
+    Outcome,
+    Progress,
+    Schedule,
+    ScheduleState,
+)
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    MisfirePolicy,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+)
+from tests.contract.conftest import LAYOUT
+
+T0 = 1_800_000_000_000
+
+
+def tenant() -> str:
+    return "t-" + uuid.uuid4().hex[:10]
+
+
+def fresh_shard() -> int:
+    return random.randrange(LAYOUT.shard_count)
+
+
+def make_schedule(tenant_name: str, key: str, **changes: object) -> Schedule:
+    spec = ScheduleSpec(
+        trigger=CronTrigger("*/5 * * * *", "Europe/Paris", count=3),
+        target=HttpTarget("https://example.com/hook", "PUT", (("X-A", "1"), ("X-B", "2")), 2500),
+        payload=b"\x00\x01binary\xff",
+        retry=RetryPolicy(RetryKind.FIXED, 3, 500, 0, 0.0),
+        relevancy_window_ms=60_000,
+        jitter_ms=100,
+        ordering_key="order-1",
+        misfire=MisfirePolicy.SKIP,
+    )
+    base = Schedule(
+        tenant=tenant_name,
+        key=key,
+        id=uuid.uuid4().hex,
+        spec=spec,
+        state=ScheduleState.ACTIVE,
+        version=1,
+        created_ms=T0,
+        updated_ms=T0,
+        shard=7,
+        next_fire_ms=T0 + 5000,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def make_firing(shard: int, fire_at_ms: int, attempt: int = 1, **changes: object) -> Firing:
+    sid = uuid.uuid4().hex
+    base = Firing(
+        shard=shard,
+        fire_at_ms=fire_at_ms,
+        firing_id=identity.firing_id(sid, 1, fire_at_ms, attempt),
+        tenant="t",
+        schedule_key="k",
+        schedule_id=sid,
+        version=1,
+        seq=0,
+        occurrence_ms=fire_at_ms,
+        attempt=attempt,
+        delivery_id=identity.delivery_id(sid, fire_at_ms),
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def test_layout_is_fixed_at_creation(store: Store) -> None:
+    assert await store.layout() == LAYOUT
+
+
+async def test_insert_and_get_round_trips_every_field(store: Store) -> None:
+    s = make_schedule(tenant(), "a/b:c=d.e-f_g")
+    assert await store.insert_schedule(s) is None
+    assert await store.get_schedule(s.tenant, s.key) == s
+
+
+async def test_round_trip_of_each_trigger_kind(store: Store) -> None:
+    t = tenant()
+    kinds: list[Trigger] = [
+        OnceTrigger(T0),
+        IntervalTrigger(1000, None, None, None),
+        IntervalTrigger(5000, T0, T0 + 60_000, 4),
+    ]
+    for i, trig in enumerate(kinds):
+        s = make_schedule(t, f"k{i}")
+        s = dataclasses.replace(s, spec=dataclasses.replace(s.spec, trigger=trig))
+        await store.insert_schedule(s)
+        got = await store.get_schedule(t, f"k{i}")
+        assert got is not None
+        assert got.spec.trigger == trig
+
+
+async def test_get_missing_is_none(store: Store) -> None:
+    assert await store.get_schedule(tenant(), "nope") is None
+
+
+async def test_insert_is_first_writer_wins(store: Store) -> None:
+    t = tenant()
+    first = make_schedule(t, "k")
+    second = make_schedule(t, "k", id="other")
+    assert await store.insert_schedule(first) is None
+    assert await store.insert_schedule(second) == first
+    assert await store.get_schedule(t, "k") == first
+
+
+async def test_concurrent_inserts_exactly_one_wins(store: Store) -> None:
+    t = tenant()
+    candidates = [make_schedule(t, "race", id=f"id{i}") for i in range(8)]
+    results = await asyncio.gather(*(store.insert_schedule(c) for c in candidates))
+    assert sum(r is None for r in results) == 1
+    winner = candidates[[r is None for r in results].index(True)]
+    assert all(r == winner for r in results if r is not None)
+
+
+async def test_list_is_ordered_paged_and_per_tenant(store: Store) -> None:
+    t, other = tenant(), tenant()
+    keys = sorted(f"key-{i:03d}" for i in range(25))
+    await asyncio.gather(*(store.insert_schedule(make_schedule(t, k)) for k in reversed(keys)))
+    await store.insert_schedule(make_schedule(other, "key-000"))
+    seen: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_schedules(t, after, 10)
+        seen += [s.key for s in page]
+        if len(page) < 10:
+            break
+        after = page[-1].key
+    assert seen == keys
+    assert all(s.tenant == t for s in await store.list_schedules(t, None, 100))
+
+
+async def test_replace_is_compare_and_set_on_version(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    paused = dataclasses.replace(
+        s, state=ScheduleState.PAUSED, version=2, updated_ms=T0 + 1, next_fire_ms=None
+    )
+    assert await store.replace_schedule(paused, expected_version=1)
+    assert not await store.replace_schedule(dataclasses.replace(paused, version=3), 1)
+    got = await store.get_schedule(t, "k")
+    assert got == paused
+
+
+async def test_replace_missing_schedule_writes_nothing(store: Store) -> None:
+    t = tenant()
+    assert not await store.replace_schedule(make_schedule(t, "ghost", version=2), 1)
+    assert await store.get_schedule(t, "ghost") is None
+
+
+async def test_replace_keeps_runtime_columns_and_progress_keeps_spec(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    progress = Progress(
+        next_fire_ms=T0 + 9, last_fire_ms=T0 + 8, last_outcome=Outcome.FAILED, fired_count=4
+    )
+    await store.record_progress(t, "k", progress)
+    updated = dataclasses.replace(s, version=2, updated_ms=T0 + 10, next_fire_ms=T0 + 11)
+    assert await store.replace_schedule(updated, 1)
+    got = await store.get_schedule(t, "k")
+    assert got is not None
+    assert (got.last_fire_ms, got.last_outcome, got.fired_count) == (T0 + 8, Outcome.FAILED, 4)
+    assert got.version == 2 and got.spec == s.spec and got.next_fire_ms == T0 + 11
+
+
+async def test_scan_returns_firings_in_due_order_across_buckets(store: Store) -> None:
+    shard = fresh_shard()
+    times = [T0 + d for d in (0, 1, 59_999, 60_000, 60_001, 180_000, 3_600_000)]
+    firings = [make_firing(shard, t) for t in times]
+    random.shuffle(firings)
+    await store.put_firings(firings)
+    await store.put_firings([make_firing(shard + 1, T0 + 5)])  # another shard: invisible
+    got = await store.scan_firings(shard, (T0, ""), T0 + 3_600_000, 100)
+    assert [f.fire_at_ms for f in got] == times[:-1]
+    assert got == sorted(firings, key=lambda f: f.sort_key)[:-1]
+
+
+async def test_scan_pages_with_exclusive_start_and_limit(store: Store) -> None:
+    shard = fresh_shard()
+    firings = [make_firing(shard, T0 + (i // 3) * 1000) for i in range(30)]  # ties on fire_at
+    await store.put_firings(firings)
+    expected = sorted(firings, key=lambda f: f.sort_key)
+    got: list[Firing] = []
+    start = (T0, "")
+    while True:
+        page = await store.scan_firings(shard, start, T0 + 10_000_000, 7)
+        got += page
+        if len(page) < 7:
+            break
+        start = page[-1].sort_key
+    assert got == expected
+
+
+async def test_scan_spans_a_long_empty_range(store: Store) -> None:
+    shard = fresh_shard()
+    far = T0 + 6 * 3_600_000
+    await store.put_firings([make_firing(shard, far)])
+    got = await store.scan_firings(shard, (T0, ""), far + 1, 10)
+    assert [f.fire_at_ms for f in got] == [far]
+
+
+async def test_put_is_idempotent_and_never_clears_done(store: Store) -> None:
+    shard = fresh_shard()
+    f = make_firing(shard, T0 + 100)
+    await store.put_firings([f])
+    await store.mark_done(f)
+    await store.put_firings([f, f])
+    got = await store.scan_firings(shard, (T0, ""), T0 + 1000, 10)
+    assert got == [dataclasses.replace(f, done=True)]
+    assert await store.get_firing(shard, f.fire_at_ms, f.firing_id) == got[0]
+    assert await store.get_firing(shard, f.fire_at_ms + 1, f.firing_id) is None
+
+
+async def test_new_shard_starts_at_cluster_creation(store: Store) -> None:
+    shard = fresh_shard()
+    assert await store.load_cursor(shard) is None
+    cursor = await store.acquire_shard(shard, epoch=5)
+    assert cursor is not None
+    assert (cursor.position_ms, cursor.epoch) == (LAYOUT.created_ms, 5)
+
+
+async def test_cursor_moves_forward_only_and_is_fenced_by_epoch(store: Store) -> None:
+    shard = fresh_shard()
+    assert await store.acquire_shard(shard, 10) is not None
+    assert await store.advance_cursor(shard, T0, 10)
+    assert await store.advance_cursor(shard, T0 - 5, 10)  # accepted but not backwards
+    cursor = await store.load_cursor(shard)
+    assert cursor is not None and cursor.position_ms == T0
+    # A newer owner takes over: the old epoch can no longer advance the shard.
+    taken = await store.acquire_shard(shard, 11)
+    assert taken is not None and taken.position_ms == T0 and taken.epoch == 11
+    assert not await store.advance_cursor(shard, T0 + 1000, 10)
+    assert await store.acquire_shard(shard, 10) is None
+    cursor = await store.load_cursor(shard)
+    assert cursor is not None and (cursor.position_ms, cursor.epoch) == (T0, 11)
+    assert await store.advance_cursor(shard, T0 + 2000, 11)
+
+
+async def test_concurrent_acquire_highest_epoch_ends_owner(store: Store) -> None:
+    shard = fresh_shard()
+    results = await asyncio.gather(*(store.acquire_shard(shard, e) for e in range(1, 9)))
+    cursor = await store.load_cursor(shard)
+    assert cursor is not None and cursor.epoch == 8
+    assert results[-1] is not None
+    assert not await store.advance_cursor(shard, T0, 3)
+
+
+async def test_executions_newest_first_and_paged(store: Store) -> None:
+    t = tenant()
+    executions = [
+        Execution(
+            tenant=t,
+            schedule_key="k",
+            firing_id=f"f{i:02d}",
+            delivery_id="msg_1",
+            attempt=i + 1,
+            occurrence_ms=T0,
+            due_ms=T0 + i,
+            started_ms=T0 + i * 86_400_000 // 5,
+            duration_ms=12,
+            outcome=Outcome.RETRYING if i < 11 else Outcome.SUCCEEDED,
+            status_code=503 if i < 11 else 200,
+            error="boom" if i < 11 else "",
+            next_attempt_ms=T0 + i + 1 if i < 11 else None,
+        )
+        for i in range(12)
+    ]
+    for e in executions:
+        await store.record_execution(e)
+    await store.record_execution(executions[0])  # idempotent
+    await store.record_execution(dataclasses.replace(executions[0], schedule_key="other"))
+    got: list[Execution] = []
+    before: tuple[int, str] | None = None
+    while True:
+        page = await store.list_executions(t, "k", before, 5)
+        got += page
+        if len(page) < 5:
+            break
+        before = (page[-1].started_ms, page[-1].firing_id)
+    assert got == list(reversed(executions))

@@ -1,0 +1,225 @@
+"""The whole firing path in one process (api + worker on the embedded store), through
+the real gRPC API, delivering to a real HTTP receiver on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from clockwork_svc import app
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.netpolicy import AddressPolicy
+from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, ScheduleSpec
+from clockwork_svc.server.auth import AuthSettings
+from clockwork_svc.settings import (
+    ApiSettings,
+    LayoutSettings,
+    OpsSettings,
+    ProcessSettings,
+    StoreSettings,
+)
+from clockwork_svc.worker.shard_scanner import ScanSettings
+from clockwork_svc.worker.worker import WorkerSettings
+from tests.support.sink import RecordingSink
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def dev_settings(data_dir: Path) -> ProcessSettings:
+    return ProcessSettings(
+        store=StoreSettings(kind="sqlite", sqlite_path=data_dir / "clockwork.db"),
+        layout=LayoutSettings(shard_count=8),
+        api=ApiSettings(listen="127.0.0.1:0", auth=AuthSettings(enabled=False)),
+        ops=OpsSettings(port=0),
+        targets=AddressPolicy(allow_loopback=True),
+        worker=WorkerSettings(scan=ScanSettings(poll_interval_ms=100, sweep_interval_ms=300)),
+    )
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[RecordingSink]:
+    receiver = await RecordingSink().start()
+    yield receiver
+    await receiver.stop()
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
+    async with app.running(dev_settings(tmp_path), api=True, worker=True) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(node: app.Node) -> AsyncIterator[ClockworkClient]:
+    assert node.api is not None
+    settings = ClientSettings(server=f"127.0.0.1:{node.api.port}", tenant="acme")
+    async with ClockworkClient(settings) as c:
+        yield c
+
+
+def spec(url: str, trigger: triggers.Trigger, **changes: object) -> ScheduleSpec:
+    base = ScheduleSpec(trigger=trigger, target=HttpTarget(url), payload=b'{"hello":"world"}')
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def test_one_shot_fires_on_time_with_payload_and_headers(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    due = now_ms() + 1500
+    created = await client.create("once", spec(sink.url + "/once", triggers.OnceTrigger(due)))
+    assert created.created
+    [got] = await sink.wait_for("/once", 1, timeout_s=10)
+    assert got.body == b'{"hello":"world"}'
+    assert got.headers["Content-Type"] == "application/json"
+    assert got.delivery_id.startswith("msg_")
+    assert 0 <= got.received_ms - due < 1000
+    await asyncio.sleep(0.3)
+    schedule = await client.get("once")
+    assert schedule.state == pb.COMPLETED
+    assert schedule.last_outcome == pb.SUCCEEDED
+    executions = await client.executions("once")
+    assert [e.outcome for e in executions.executions] == [pb.SUCCEEDED]
+
+
+async def test_interval_fires_count_times_then_completes(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("tick", spec(sink.url + "/tick", triggers.IntervalTrigger(1000, count=3)))
+    got = await sink.wait_for("/tick", 3, timeout_s=10)
+    gaps = [b.received_ms - a.received_ms for a, b in itertools.pairwise(got)]
+    assert all(800 <= gap <= 1300 for gap in gaps), gaps
+    assert len({r.delivery_id for r in got}) == 3
+    await asyncio.sleep(1.5)
+    assert len(sink.at("/tick")) == 3
+    assert (await client.get("tick")).state == pb.COMPLETED
+
+
+async def test_failed_delivery_is_retried_with_the_same_delivery_id(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: 503 if n < 3 else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=5, initial_delay_ms=200)
+    await client.create(
+        "flaky", spec(sink.url + "/flaky", triggers.OnceTrigger(now_ms()), retry=retry)
+    )
+    got = await sink.wait_for("/flaky", 3, timeout_s=10)
+    assert len({r.delivery_id for r in got}) == 1
+    await asyncio.sleep(0.3)
+    outcomes = [e.outcome for e in (await client.executions("flaky")).executions]
+    assert outcomes == [pb.SUCCEEDED, pb.RETRYING, pb.RETRYING]
+
+
+async def test_attempts_exhausted_ends_failed(client: ClockworkClient, sink: RecordingSink) -> None:
+    sink.responder = lambda path, n: 500
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=2, initial_delay_ms=100)
+    await client.create(
+        "down", spec(sink.url + "/down", triggers.OnceTrigger(now_ms()), retry=retry)
+    )
+    await sink.wait_for("/down", 2, timeout_s=10)
+    await asyncio.sleep(0.5)
+    assert len(sink.at("/down")) == 2
+    executions = (await client.executions("down")).executions
+    assert [e.outcome for e in executions] == [pb.FAILED, pb.RETRYING]
+    assert executions[0].status_code == 500
+
+
+async def test_permanent_client_error_is_not_retried(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: 404
+    await client.create("gone", spec(sink.url + "/gone", triggers.OnceTrigger(now_ms())))
+    await sink.wait_for("/gone", 1, timeout_s=10)
+    await asyncio.sleep(0.5)
+    assert len(sink.at("/gone")) == 1
+
+
+async def test_cancel_and_pause_stop_delivery_and_resume_restarts(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("c", spec(sink.url + "/c", triggers.OnceTrigger(now_ms() + 1000)))
+    cancelled = await client.cancel("c")
+    assert cancelled.state == pb.CANCELLED
+    await client.create("p", spec(sink.url + "/p", triggers.IntervalTrigger(1000)))
+    await sink.wait_for("/p", 1, timeout_s=5)
+    paused = await client.pause("p")
+    assert paused.state == pb.PAUSED
+    count = len(sink.at("/p"))
+    await asyncio.sleep(2.5)
+    assert len(sink.at("/p")) <= count + 1  # at most one delivery already in flight
+    assert sink.at("/c") == []
+    resumed = await client.resume("p")
+    assert resumed.state == pb.ACTIVE
+    await sink.wait_for("/p", len(sink.at("/p")) + 1, timeout_s=5)
+
+
+async def test_create_is_idempotent_and_conflicts_on_a_different_spec(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    s = spec(sink.url + "/idem", triggers.OnceTrigger(now_ms() + 500))
+    first = await client.create("idem", s)
+    again = await client.create("idem", s)
+    assert first.created and not again.created
+    assert again.schedule.id == first.schedule.id
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await client.create("idem", dataclasses.replace(s, payload=b"other"))
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    await sink.wait_for("/idem", 1, timeout_s=5)
+    await asyncio.sleep(0.5)
+    assert len(sink.at("/idem")) == 1
+
+
+async def test_update_replaces_the_pending_occurrence(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("u", spec(sink.url + "/old", triggers.OnceTrigger(now_ms() + 1500)))
+    updated = await client.update(
+        "u", spec(sink.url + "/new", triggers.OnceTrigger(now_ms() + 300))
+    )
+    assert updated.version == 2
+    await sink.wait_for("/new", 1, timeout_s=5)
+    await asyncio.sleep(1.8)
+    assert sink.at("/old") == []
+
+
+async def test_tenants_are_isolated(
+    node: app.Node, client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("mine", spec(sink.url + "/x", triggers.OnceTrigger(now_ms() + 60_000)))
+    assert node.api is not None
+    other = ClockworkClient(ClientSettings(server=f"127.0.0.1:{node.api.port}", tenant="other"))
+    async with other:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await other.get("mine")
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert [s.key for s in (await other.list()).schedules] == []
+
+
+async def test_batch_create_reports_each_entry(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    good = spec(sink.url + "/b", triggers.OnceTrigger(now_ms() + 60_000))
+    bad = spec(sink.url + "/b", triggers.CronTrigger("not a cron"))
+    result = await client.create_many([("b1", good), ("b2", bad), ("b3", good)])
+    codes = [r.code for r in result.results]
+    assert codes == [0, grpc.StatusCode.INVALID_ARGUMENT.value[0], 0]
+    assert "cron" in result.results[1].message
+    listed = [s.key for s in (await client.list()).schedules]
+    assert listed == ["b1", "b3"]
+
+
+async def test_list_pages(client: ClockworkClient, sink: RecordingSink) -> None:
+    s = spec(sink.url + "/l", triggers.OnceTrigger(now_ms() + 600_000))
+    await client.create_many([(f"k{i:02d}", s) for i in range(25)])
+    keys = [x.key async for x in client.list_all(page_size=10)]
+    assert keys == [f"k{i:02d}" for i in range(25)]

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import dataclasses
+
+from clockwork_svc.domain import identity, planning
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    DeliveryResult,
+    Outcome,
+    ScheduleState,
+)
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    MisfirePolicy,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+)
+from clockwork_svc.domain.triggers import IntervalTrigger, OnceTrigger, Trigger
+
+LAYOUT = ClusterLayout(shard_count=16, bucket_ms=60_000, created_ms=0)
+T0 = 1_800_000_000_000
+
+
+def spec(trigger: Trigger, **changes: object) -> ScheduleSpec:
+    base = ScheduleSpec(trigger=trigger, target=HttpTarget("https://example.com/"))
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_new_one_shot_is_armed_at_its_time_and_sharded_stably() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0 + 5000)), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    assert firing.fire_at_ms == T0 + 5000 == schedule.next_fire_ms
+    assert (firing.attempt, firing.seq, firing.version) == (1, 0, 1)
+    assert schedule.shard == identity.shard_of("t", "k", 16) == firing.shard
+    assert firing.delivery_id == identity.delivery_id("id", T0 + 5000)
+
+
+def test_a_past_one_shot_fires_now_not_in_the_past() -> None:
+    _, firing = planning.new_schedule("t", "k", spec(OnceTrigger(T0 - 60_000)), "id", T0, LAYOUT)
+    assert firing is not None and firing.fire_at_ms == T0
+    assert firing.occurrence_ms == T0 - 60_000
+
+
+def test_ordering_key_chooses_the_shard() -> None:
+    a, _ = planning.new_schedule("t", "a", spec(OnceTrigger(T0), ordering_key="o"), "1", T0, LAYOUT)
+    b, _ = planning.new_schedule("t", "b", spec(OnceTrigger(T0), ordering_key="o"), "2", T0, LAYOUT)
+    assert a.shard == b.shard == identity.shard_of("t", "o", 16)
+
+
+def test_jitter_is_deterministic_and_bounded() -> None:
+    s = spec(OnceTrigger(T0 + 10_000), jitter_ms=5000)
+    _, f1 = planning.new_schedule("t", "k", s, "id", T0, LAYOUT)
+    _, f2 = planning.new_schedule("t", "k", s, "id", T0, LAYOUT)
+    assert f1 is not None and f2 is not None
+    assert f1.fire_at_ms == f2.fire_at_ms
+    assert T0 + 10_000 <= f1.fire_at_ms < T0 + 15_000
+
+
+def test_dispatch_plans_the_next_interval_occurrence() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(IntervalTrigger(1000, count=3)), "id", T0, LAYOUT
+    )
+    assert firing is not None and firing.fire_at_ms == T0 + 1000
+    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 1000)
+    assert plan.action is planning.Action.DELIVER
+    assert plan.next_firing is not None
+    assert (plan.next_firing.seq, plan.next_firing.fire_at_ms) == (1, T0 + 2000)
+    assert plan.progress is not None and plan.progress.fired_count == 1
+    assert not plan.completes
+
+
+def test_last_occurrence_completes() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(IntervalTrigger(1000, count=1)), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 1000)
+    assert plan.next_firing is None and plan.completes
+
+
+def test_stale_version_or_state_supersedes() -> None:
+    schedule, firing = planning.new_schedule("t", "k", spec(OnceTrigger(T0)), "id", T0, LAYOUT)
+    assert firing is not None
+    for changed in (
+        dataclasses.replace(schedule, version=2),
+        dataclasses.replace(schedule, state=ScheduleState.PAUSED),
+        dataclasses.replace(schedule, state=ScheduleState.CANCELLED),
+        dataclasses.replace(schedule, id="recreated"),
+    ):
+        plan = planning.plan_dispatch(changed, firing, LAYOUT, T0)
+        assert plan.action is planning.Action.SUPERSEDED
+    assert planning.plan_dispatch(None, firing, LAYOUT, T0).action is planning.Action.SUPERSEDED
+
+
+def test_late_beyond_relevancy_window_expires() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0), relevancy_window_ms=30_000), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    assert planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 30_000).action is (
+        planning.Action.DELIVER
+    )
+    assert planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 30_001).action is (
+        planning.Action.EXPIRE
+    )
+
+
+def test_misfire_fire_latest_collapses_missed_occurrences_into_one() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(IntervalTrigger(1000)), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    # The worker was down for an hour: the next firing is the latest missed occurrence.
+    now = T0 + 3_600_500
+    plan = planning.plan_dispatch(schedule, firing, LAYOUT, now)
+    assert plan.next_firing is not None
+    assert plan.next_firing.occurrence_ms == T0 + 3_600_000
+    assert plan.next_firing.fire_at_ms == now
+    follow = planning.plan_dispatch(schedule, plan.next_firing, LAYOUT, now)
+    assert follow.next_firing is not None
+    assert follow.next_firing.occurrence_ms == T0 + 3_601_000
+
+
+def test_misfire_skip_waits_for_the_next_occurrence() -> None:
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(IntervalTrigger(1000), misfire=MisfirePolicy.SKIP), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 3_600_500)
+    assert plan.next_firing is not None
+    assert plan.next_firing.occurrence_ms == T0 + 3_601_000
+
+
+def test_retryable_failure_schedules_a_retry_with_the_same_delivery_id() -> None:
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=2000)
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    settled = planning.settle(
+        schedule, firing, LAYOUT, DeliveryResult(False, True, 503), T0, T0 + 50, 0.5
+    )
+    assert settled.execution.outcome is Outcome.RETRYING
+    assert settled.retry is not None
+    assert settled.retry.attempt == 2
+    assert settled.retry.fire_at_ms == T0 + 2050
+    assert settled.retry.delivery_id == firing.delivery_id
+    assert settled.retry.firing_id != firing.firing_id
+    assert settled.execution.next_attempt_ms == T0 + 2050
+
+
+def test_retry_after_is_honoured_as_a_minimum() -> None:
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=100)
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    result = DeliveryResult(False, True, 429, retry_after_ms=30_000)
+    settled = planning.settle(schedule, firing, LAYOUT, result, T0, T0, 0.0)
+    assert settled.retry is not None and settled.retry.fire_at_ms == T0 + 30_000
+
+
+def test_exhausted_or_permanent_failures_end_failed() -> None:
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=2, initial_delay_ms=100)
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    permanent = planning.settle(
+        schedule, firing, LAYOUT, DeliveryResult(False, False, 404), T0, T0, 0.0
+    )
+    assert permanent.execution.outcome is Outcome.FAILED and permanent.retry is None
+    last = dataclasses.replace(firing, attempt=2)
+    exhausted = planning.settle(
+        schedule, last, LAYOUT, DeliveryResult(False, True, 500), T0, T0, 0.0
+    )
+    assert exhausted.execution.outcome is Outcome.FAILED and exhausted.retry is None
+
+
+def test_resume_after_pause_rearms_from_now() -> None:
+    schedule, _ = planning.new_schedule("t", "k", spec(IntervalTrigger(60_000)), "id", T0, LAYOUT)
+    resumed = dataclasses.replace(schedule, version=3)
+    armed, firing = planning.arm(resumed, LAYOUT, T0 + 125_000)
+    assert firing is not None
+    assert firing.occurrence_ms == T0 + 180_000 and firing.version == 3
+    assert armed.next_fire_ms == firing.fire_at_ms
