@@ -122,6 +122,14 @@ def _cassandra_options(fn: Any) -> Any:
     fn = click.option("--cassandra-password", envvar="CLOCKWORK_CASSANDRA_PASSWORD", default=None)(
         fn
     )
+    fn = click.option(
+        "--cassandra-connect-timeout",
+        envvar="CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT",
+        type=click.FloatRange(0, 3600),
+        default=120.0,
+        show_default=True,
+        help="Seconds to keep retrying an unreachable cluster at start-up.",
+    )(fn)
     return fn
 
 
@@ -139,7 +147,12 @@ def _cassandra_settings(kw: dict[str, Any]) -> CassandraSettings:
     for point in points:
         host_port(point, "--cassandra", 9042)
     return CassandraSettings(
-        points, kw["keyspace"], kw["local_dc"], kw["cassandra_user"], kw["cassandra_password"]
+        points,
+        kw["keyspace"],
+        kw["local_dc"],
+        kw["cassandra_user"],
+        kw["cassandra_password"],
+        kw["cassandra_connect_timeout"],
     )
 
 

@@ -1,0 +1,3 @@
+from clockwork_svc.cli.main import main
+
+main()

@@ -1,0 +1,139 @@
+"""`clockwork dev` and the CLI as real processes: durability across kill -9, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
+from tests.support.sink import RecordingSink
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[RecordingSink]:
+    receiver = await RecordingSink().start()
+    yield receiver
+    await receiver.stop()
+
+
+async def start_dev(data_dir: Path, port: int, log: Path) -> ClockworkProcess:
+    proc = await ClockworkProcess(
+        [
+            "dev",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--ops-listen",
+            "127.0.0.1:0",
+        ],
+        log,
+    ).start()
+    await wait_serving(f"127.0.0.1:{port}")
+    return proc
+
+
+async def test_acknowledged_schedule_survives_kill_9(tmp_path: Path, sink: RecordingSink) -> None:
+    port = free_port()
+    server = f"127.0.0.1:{port}"
+    dev = await start_dev(tmp_path / "data", port, tmp_path / "dev.log")
+    try:
+        code, out, err = await run_cli(
+            "schedule",
+            "create",
+            "--server",
+            server,
+            "--tenant",
+            "acme",
+            "--key",
+            "survivor",
+            "--in",
+            "3s",
+            "--url",
+            sink.url + "/survivor",
+            "--payload",
+            "kept",
+            "--json",
+        )
+        assert code == 0, err
+        assert json.loads(out)["created"] is True
+    finally:
+        assert await dev.kill(signal.SIGKILL) == -signal.SIGKILL
+    assert sink.received == []
+    dev = await start_dev(tmp_path / "data", port, tmp_path / "dev.log")
+    try:
+        [got] = await sink.wait_for("/survivor", 1, timeout_s=20)
+        assert got.body == b"kept"
+        code, out, _ = await run_cli(
+            "schedule", "get", "survivor", "--server", server, "--tenant", "acme", "--json"
+        )
+        assert json.loads(out)["state"] == "COMPLETED"
+    finally:
+        await dev.kill(signal.SIGTERM)
+
+
+async def test_sigterm_shuts_down_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    dev = await start_dev(tmp_path / "data", port, tmp_path / "dev.log")
+    started = time.monotonic()
+    assert await dev.kill(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 15
+    assert "shutting down" in dev.log()
+
+
+async def test_cli_reports_bad_input_in_one_line(tmp_path: Path, sink: RecordingSink) -> None:
+    port = free_port()
+    server = f"127.0.0.1:{port}"
+    dev = await start_dev(tmp_path / "data", port, tmp_path / "dev.log")
+    try:
+        base = ["schedule", "create", "--server", server, "--key", "k", "--url", sink.url]
+        code, _, err = await run_cli(*base, "--cron", "61 * * * *")
+        assert code == 1
+        assert err.strip().startswith("error: INVALID_ARGUMENT: spec.cron")
+        assert len(err.strip().splitlines()) == 1
+        code, _, err = await run_cli(*base, "--cron", "0 * * * *", "--tz", "Mars/Olympus")
+        assert code == 1 and "spec.cron.timezone" in err
+        code, _, err = await run_cli(*base, "--every", "0s")
+        assert code == 1 and "spec.interval.every" in err
+        code, _, err = await run_cli(
+            "schedule",
+            "create",
+            "--server",
+            server,
+            "--key",
+            "k",
+            "--url",
+            "ftp://x/",
+            "--in",
+            "1s",
+        )
+        assert code == 1 and "spec.http.url" in err
+        code, _, err = await run_cli(*base, "--in", "soon")
+        assert code == 2 and "--in" in err
+        code, _, err = await run_cli("schedule", "get", "missing", "--server", server)
+        assert code == 1 and "NOT_FOUND" in err
+        code, out, _ = await run_cli("schedule", "list", "--server", server, "--json")
+        assert code == 0 and json.loads(out) == {}
+    finally:
+        await dev.kill(signal.SIGTERM)
+
+
+async def test_dev_refuses_non_loopback_without_tokens(tmp_path: Path) -> None:
+    code, _, err = await run_cli(
+        "dev", "--data-dir", str(tmp_path), "--listen", f"0.0.0.0:{free_port()}"
+    )
+    assert code == 2
+    assert "--api-tokens" in err
+
+
+async def test_unreachable_server_is_one_clear_line() -> None:
+    code, _, err = await run_cli("schedule", "list", "--server", f"127.0.0.1:{free_port()}")
+    assert code == 1
+    assert err.startswith("error: UNAVAILABLE")
+    await asyncio.sleep(0)
