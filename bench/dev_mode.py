@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -74,7 +75,7 @@ class Receiver:
 
     async def wait(self, path: str, count: int, timeout_s: float) -> list[int]:
         deadline = time.monotonic() + timeout_s
-        while len(self.arrivals[path]) < count and time.monotonic() < deadline:
+        while len(self.arrivals[path]) < count and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         return self.arrivals[path]
 
@@ -115,7 +116,7 @@ async def measure_interval(client: ClockworkClient, rx: Receiver, n: int) -> dic
     spec = ScheduleSpec(triggers.IntervalTrigger(1000, count=n), HttpTarget(rx.url("/every")))
     await client.create("every-1s", spec)
     arrivals = await rx.wait("/every", n, n + 10)
-    gaps = [float(b - a) for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [float(b - a) for a, b in itertools.pairwise(arrivals)]
     return {
         "deliveries": len(arrivals),
         "gap_mean_ms": statistics.mean(gaps),
@@ -132,22 +133,33 @@ async def measure_cron(client: ClockworkClient, rx: Receiver) -> dict[str, float
     return {"minute_boundary_lag_ms": arrived - minute}
 
 
+async def _create_concurrently(
+    client: ClockworkClient,
+    spec: ScheduleSpec,
+    prefix: str,
+    n: int,
+    concurrency: int,
+    latencies: list[float],
+) -> None:
+    keys = iter(range(n))
+
+    async def worker() -> None:
+        for i in keys:
+            started = time.perf_counter()
+            await client.create(f"{prefix}-{i}", spec)
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
 async def measure_creates(client: ClockworkClient, rx: Receiver, n: int) -> dict[str, Any]:
     far = now_ms() + 86_400_000
     spec = once(rx.url("/never"), far)
     results: dict[str, Any] = {}
     for concurrency in (1, 16, 64):
         latencies: list[float] = []
-        queue = iter(range(n))
-
-        async def worker(prefix: str) -> None:
-            for i in queue:
-                started = time.perf_counter()
-                await client.create(f"{prefix}-{i}", spec)
-                latencies.append((time.perf_counter() - started) * 1000)
-
         started = time.perf_counter()
-        await asyncio.gather(*(worker(f"c{concurrency}") for _ in range(concurrency)))
+        await _create_concurrently(client, spec, f"c{concurrency}", n, concurrency, latencies)
         elapsed = time.perf_counter() - started
         results[f"unary_c{concurrency}"] = {
             "per_s": n / elapsed,

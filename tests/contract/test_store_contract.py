@@ -7,8 +7,6 @@ import dataclasses
 import random
 import uuid
 
-from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
-
 from clockwork_svc.abc import Store
 from clockwork_svc.domain import identity
 from clockwork_svc.domain.model import (
@@ -26,6 +24,7 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
 )
+from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from tests.contract.conftest import LAYOUT
 
 T0 = 1_800_000_000_000
