@@ -1,0 +1,15 @@
+"""Clockwork's own harness for the real servers its tests need.
+
+``python -m e2e.infra up|down|status|fetch`` for people and CI; from Python::
+
+    from e2e.infra import cassandra
+    node = cassandra.start()          # Running: .host, .port, .stop(), .kill(), .restart()
+
+Binaries are cached in ``$CLOCKWORK_INFRA_CACHE`` (default
+``~/.cache/clockwork-infra``); running servers live in ``$CLOCKWORK_INFRA_STATE``
+(default ``<repo>/.infra``).  Everything binds to 127.0.0.1 on free ports.
+"""
+
+from .server import InfraError, Running, Server, Status
+
+__all__ = ["InfraError", "Running", "Server", "Status"]

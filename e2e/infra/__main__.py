@@ -1,0 +1,140 @@
+"""Command line: ``python -m e2e.infra {up,down,status,fetch} [SERVER ...]``.
+
+* ``up``: fetch, start what is not running, wait until ready, print ``KEY=VALUE``
+  lines (also in ``<state>/env``), so ``eval "$(python -m e2e.infra up)"`` or
+  ``set -a; . .infra/env`` exports them.  Reuses healthy running servers.
+* ``down``: stop (SIGTERM, SIGKILL after a timeout) and delete state;
+  ``--keep-data`` only stops.
+* ``status``: one line per server; exit 0 only if all are running and ready.
+* ``fetch``: only fill the cache (e.g. a CI warm-up step).
+
+Progress goes to stderr, so stdout carries only the env lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .registry import SERVERS
+from .server import InfraError, Server
+
+EXIT_FAILED = 1
+EXIT_NOT_READY = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.infra",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, help="default: $CLOCKWORK_INFRA_STATE or <repo>/.infra"
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, help="default: $CLOCKWORK_INFRA_CACHE or ~/.cache/clockwork-infra"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings on stderr")
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start servers and print their env lines")
+    _add_servers_argument(up)
+    up.add_argument("--timeout", type=float, help="readiness timeout per server, seconds")
+    down = commands.add_parser("down", help="stop servers and delete their data")
+    _add_servers_argument(down)
+    down.add_argument("--keep-data", action="store_true", help="only stop; keep data and ports")
+    status = commands.add_parser("status", help="show whether servers run and are ready")
+    _add_servers_argument(status)
+    fetch = commands.add_parser("fetch", help="only download/cache the servers' binaries")
+    _add_servers_argument(fetch)
+    return parser
+
+
+def _add_servers_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "servers", nargs="*", metavar="SERVER", help=f"any of {', '.join(SERVERS)} (default: all)"
+    )
+
+
+def _select(names: Sequence[str], state_dir: Path | None, cache_dir: Path | None) -> list[Server]:
+    unknown = [name for name in names if name not in SERVERS]
+    if unknown:
+        raise InfraError(f"unknown server(s) {unknown}; known: {', '.join(SERVERS)}")
+    chosen = [name for name in SERVERS if not names or name in names]
+    return [SERVERS[name](state_dir, cache_dir) for name in chosen]
+
+
+def _up(servers: list[Server], timeout: float | None) -> int:
+    env: dict[str, str] = {}
+    for server in servers:
+        started = time.monotonic()
+        running = server.start(timeout)
+        env.update(running.env)
+        logging.info(
+            "%s: ready at %s (pid %d, %s) in %.1fs",
+            server.name,
+            running.address,
+            running.pid,
+            running.detail,
+            time.monotonic() - started,
+        )
+    for key, value in env.items():
+        print(f"{key}={value}")
+    return 0
+
+
+def _down(servers: list[Server], keep_data: bool) -> int:
+    for server in reversed(servers):
+        if keep_data:
+            server.stop()
+        else:
+            server.destroy()
+        logging.info("%s: stopped%s", server.name, " (data kept)" if keep_data else "")
+    return 0
+
+
+def _status(servers: list[Server]) -> int:
+    statuses = [server.status() for server in servers]
+    for status in statuses:
+        print(status.line())
+    return 0 if all(status.ready for status in statuses) else EXIT_NOT_READY
+
+
+def _fetch(servers: list[Server]) -> int:
+    for server in servers:
+        started = time.monotonic()
+        server.fetch()
+        logging.info("%s: cached in %.1fs", server.name, time.monotonic() - started)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="infra: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        servers = _select(args.servers, args.state_dir, args.cache_dir)
+        if args.command == "up":
+            return _up(servers, args.timeout)
+        if args.command == "down":
+            return _down(servers, args.keep_data)
+        if args.command == "status":
+            return _status(servers)
+        return _fetch(servers)
+    except InfraError as exc:
+        print(f"infra: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("infra: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
