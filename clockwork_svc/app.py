@@ -10,6 +10,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from clockwork_svc.abc import Clock, Store, SystemClock
 from clockwork_svc.delivery.http import HttpSink
@@ -22,6 +23,12 @@ from clockwork_svc.settings import ProcessSettings
 from clockwork_svc.worker.worker import Worker
 
 log = logging.getLogger(__name__)
+
+
+class EtcdCoordinatorLike(Protocol):
+    def may_dispatch(self) -> bool: ...
+
+    async def stop(self) -> None: ...
 
 
 async def open_store(settings: ProcessSettings, clock: Clock) -> Store:
@@ -54,11 +61,16 @@ class Node:
     worker: Worker | None = None
     ops: OpsServer | None = None
     sink: HttpSink | None = None
+    coordinator: EtcdCoordinatorLike | None = None
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, settings: ProcessSettings) -> None:
         if self.api is not None:
             await self.api.stop(settings.api.shutdown_grace_s)
+        if self.coordinator is not None:
+            await self.coordinator.stop()
+            done, _ = await asyncio.wait(self.extra_tasks, timeout=settings.worker.shutdown_grace_s)
+            self.extra_tasks = [t for t in self.extra_tasks if t not in done]
         if self.worker is not None:
             await self.worker.stop()
         if self.sink is not None:
@@ -84,14 +96,7 @@ async def start_node(
     node = Node(store, metrics, layout)
     try:
         if worker:
-            node.sink = sink = HttpSink(settings.targets)
-            node.worker = Worker(store, sink, clock, layout, settings.worker, metrics)
-            node.worker.start()
-            # Without a coordinator this worker owns every shard. Its epoch is its start
-            # time, so a newer worker fences an older one instead of both firing.
-            epoch = clock.now_ms()
-            for shard in range(layout.shard_count):
-                node.worker.add_shard(shard, epoch)
+            _start_worker(node, settings, clock)
         if api:
             on_new = node.worker.offer if node.worker is not None else (lambda firing: None)
             scheduling = Scheduling(
@@ -106,6 +111,47 @@ async def start_node(
         await node.stop(settings)
         raise
     return node
+
+
+def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
+    node.sink = sink = HttpSink(settings.targets)
+    if settings.etcd is None:
+        node.worker = Worker(node.store, sink, clock, node.layout, settings.worker, node.metrics)
+        node.worker.start()
+        # Without a coordinator this worker owns every shard. Its epoch is its start time,
+        # so a newer worker fences an older one instead of both firing.
+        epoch = clock.now_ms()
+        for shard in range(node.layout.shard_count):
+            node.worker.add_shard(shard, epoch)
+        return
+    from clockwork_svc.coordination.etcd import EtcdCoordinator
+
+    gate = _DispatchGate()
+    node.worker = Worker(
+        node.store, sink, clock, node.layout, settings.worker, node.metrics, may_dispatch=gate
+    )
+    node.worker.start()
+    metrics = node.metrics
+    coordinator = EtcdCoordinator(
+        settings.etcd,
+        node.worker,
+        node.layout.shard_count,
+        clock,
+        on_change=lambda kind, shard: metrics.ownership_changes.labels(kind).inc(),
+    )
+    gate.coordinator = coordinator
+    node.coordinator = coordinator
+    node.extra_tasks.append(asyncio.create_task(coordinator.run(), name="etcd-coordinator"))
+
+
+class _DispatchGate:
+    """Asks the coordinator whether the lease still surely holds."""
+
+    def __init__(self) -> None:
+        self.coordinator: EtcdCoordinatorLike | None = None
+
+    def __call__(self) -> bool:
+        return self.coordinator is not None and self.coordinator.may_dispatch()
 
 
 @contextlib.asynccontextmanager

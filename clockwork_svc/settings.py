@@ -4,6 +4,9 @@ environment variables) and passed explicitly. Nothing reads the environment else
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +65,29 @@ class OpsSettings:
     log_json: bool | None = None
 
 
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdSettings:
+    """Shard ownership through etcd leases (clockwork_svc/coordination/etcd.py)."""
+
+    endpoint: str = "127.0.0.1:2379"
+    cluster: str = "default"
+    lease_ttl_s: int = 6
+    # Stop dispatching this long before the lease could expire.
+    safety_margin_s: float = 1.5
+    # Upper bound on shards acquired per rebalance round (0: no bound).
+    max_acquire_per_round: int = 0
+    rebalance_interval_s: float = 2.0
+    worker_id: str = field(default_factory=_default_worker_id)
+
+    @property
+    def prefix(self) -> str:
+        return f"/clockwork/{self.cluster}/"
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessSettings:
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -70,3 +96,5 @@ class ProcessSettings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     ops: OpsSettings = field(default_factory=OpsSettings)
     targets: AddressPolicy = field(default_factory=AddressPolicy)
+    # None: this worker owns every shard (single worker, or `clockwork dev`).
+    etcd: EtcdSettings | None = None

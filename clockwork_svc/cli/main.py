@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from clockwork_svc.cli import schedules
+from clockwork_svc.cli import cluster, schedules
 from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits
@@ -24,6 +24,7 @@ from clockwork_svc.server.grpc_server import TlsSettings
 from clockwork_svc.settings import (
     ApiSettings,
     CassandraSettings,
+    EtcdSettings,
     LayoutSettings,
     OpsSettings,
     ProcessSettings,
@@ -38,6 +39,7 @@ def cli() -> None:
 
 
 cli.add_command(schedules.schedule)
+cli.add_command(cluster.cluster)
 cli.add_command(schedules.executions)
 
 
@@ -263,6 +265,27 @@ def api(**kw: Any) -> None:
     show_default=True,
     envvar="CLOCKWORK_MAX_CONCURRENT_DELIVERIES",
 )
+@click.option(
+    "--etcd",
+    envvar="CLOCKWORK_ETCD",
+    default=None,
+    help="etcd HOST:PORT for shard ownership; without it this worker owns every shard.",
+)
+@click.option(
+    "--cluster-name",
+    envvar="CLOCKWORK_CLUSTER",
+    default="default",
+    show_default=True,
+    help="Workers of one cluster share shards (etcd key prefix).",
+)
+@click.option(
+    "--lease-ttl",
+    envvar="CLOCKWORK_LEASE_TTL",
+    type=click.IntRange(2, 300),
+    default=6,
+    show_default=True,
+    help="etcd lease TTL in seconds (failover time).",
+)
 def worker(**kw: Any) -> None:
     """Run a worker against Cassandra: scan due firings and deliver them."""
     from clockwork_svc.worker.worker import WorkerSettings
@@ -272,8 +295,22 @@ def worker(**kw: Any) -> None:
         ops=_ops_settings(kw),
         targets=_target_policy(kw, allow_loopback=False),
         worker=WorkerSettings(max_concurrent_deliveries=kw["max_concurrent_deliveries"]),
+        etcd=_etcd_settings(kw),
     )
     _run(settings, api=False, worker=True)
+
+
+def _etcd_settings(kw: dict[str, Any]) -> EtcdSettings | None:
+    if not kw["etcd"]:
+        return None
+    host_port(kw["etcd"], "--etcd", 2379)
+    ttl = kw["lease_ttl"]
+    return EtcdSettings(
+        endpoint=kw["etcd"],
+        cluster=kw["cluster_name"],
+        lease_ttl_s=ttl,
+        safety_margin_s=max(1.0, ttl / 4),
+    )
 
 
 @cli.group()

@@ -40,26 +40,32 @@ and cronsim's extensions `L`, `LW`, `5L` and `MON#2`. Supported macros:
 fields, and cronsim leaves 6-field expressions out of its DST handling, so
 `0 30 2 * * *` would silently skip the spring-forward day.
 
-Why cronsim rather than croniter: both follow real time for wildcard-hour jobs and
-both move a job in the spring-forward gap to the jump, but croniter 7.0.0 runs a
-fixed-time job twice on a fall-back night (`30 1 * * *` in America/New_York gives
-2026-11-01 01:30 EDT and 01:30 EST; in Europe/London 2026-10-25 01:30 BST and GMT),
-whereas cronsim deliberately reproduces Debian cron's DST rules.
+Why cronsim rather than croniter: croniter 7.0.0 runs a fixed-time job twice on a
+fall-back night (`30 1 * * *` gives 2026-11-01 01:30 EDT and 01:30 EST in
+America/New_York, 2026-10-25 01:30 BST and GMT in Europe/London), and also fires
+wildcard-minute jobs whose hour is skipped (`*/5 2 * * *` at 03:00 EDT on the
+spring-forward day). cronsim deliberately reproduces Debian cron's DST rules and
+gets all the required cases right. It is not perfect either: for wildcard-hour
+jobs it skips matches when a DST change is not a whole hour or not on the hour
+(Australia/Lord_Howe, Pacific/Chatham), so those are evaluated here (below).
 
 Daylight-saving time (the Debian cron rule)
 -------------------------------------------
 * Fixed-time jobs (minute and hour fields not starting with `*`, e.g. `30 2 * * *`,
-  `0 9 * * MON-FRI`, `@daily`) are evaluated on the local wall clock:
+  `0 9 * * MON-FRI`, `@daily`) are evaluated on the local wall clock, by cronsim:
   - spring forward: a time that does not exist that day fires once, at the first
     real minute after it, i.e. at the jump (`30 2 * * *` in America/New_York fires
     at 03:00 EDT on 2026-03-08). Several missing times that land on the same
     instant fire once.
   - fall back: a time that occurs twice fires once, at its first instance
     (`30 1 * * *` fires at 01:30 EDT on 2026-11-01, not again at 01:30 EST).
-* Wildcard-hour jobs (`*/15 * * * *`, `0 * * * *`, `@hourly`) follow real elapsed
-  time: each instant whose local time matches fires, so across fall-back
-  `0 * * * *` fires at 01:00 EDT and again an hour later at 01:00 EST, and times in
-  the spring-forward gap do not exist and do not fire.
+* Wildcard-hour jobs (minute or hour field starting with `*`: `*/15 * * * *`,
+  `0 * * * *`, `*/5 9-17 * * *`, `@hourly`) follow real elapsed time: each instant
+  whose local wall time matches fires. Across fall-back `0 * * * *` fires at 01:00
+  EDT and again an hour later at 01:00 EST (two distinct instants); times in the
+  spring-forward gap do not exist and do not fire. Implementation: within a stretch
+  of constant UTC offset, local time is shifted UTC, so cronsim is asked about the
+  naive wall clock, and the search restarts at each offset change.
 
 Occurrence times always strictly increase; repeated calls never return a time twice.
 
@@ -130,8 +136,8 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_EXPRESSION_CHARS = re.compile(r"^[A-Za-z0-9*/,#@\- \t]+$")
-_ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*$")
+_EXPRESSION_CHARS = re.compile(r"[A-Za-z0-9*/,#@\- \t]+")
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*")
 # Names zoneinfo may load that are not proper IANA zones: machine-dependent
 # ("localtime"), leap-second clocks ("right/..."), or placeholders.
 _REJECTED_ZONES = frozenset({"localtime", "posixrules", "Factory"})
@@ -250,11 +256,23 @@ def _check_window(
 class _Cron:
     expression: str  # five fields, macros expanded
     zone: tzinfo
+    # Debian's "fixed-time job": neither the minute nor the hour field starts with '*'.
+    fixed_time: bool
 
     def times_after(self, after_ms: int) -> Iterator[int]:
-        """Occurrence times strictly after `after_ms`, strictly increasing."""
-        after_s = after_ms // 1000
-        start = _EPOCH + timedelta(seconds=after_s)
+        """Occurrence times strictly after `after_ms`, strictly increasing, until 9999."""
+        if self.zone is UTC or self.fixed_time:
+            times = self._cronsim_times(after_ms)
+        else:
+            times = self._real_time_times(after_ms)
+        try:
+            yield from times
+        except OverflowError:  # a local time past 9999-12-31
+            return
+
+    def _cronsim_times(self, after_ms: int) -> Iterator[int]:
+        """UTC, and fixed-time jobs in any zone: cronsim's own DST handling (Debian's)."""
+        start = _EPOCH + timedelta(seconds=after_ms // 1000)
         if self.zone is not UTC:
             start = start.astimezone(self.zone)
         # CronSim yields the matches strictly after `start`. It evaluates fixed-time
@@ -266,7 +284,7 @@ class _Cron:
         while skipped < _MAX_SKIPS:
             try:
                 found = next(it)
-            except (StopIteration, OverflowError):  # nothing in 50 years / past year 9999
+            except StopIteration:  # nothing in 50 years
                 return
             ms = (found - _EPOCH) // _ONE_MS
             if ms > MAX_TIME_MS:
@@ -278,6 +296,72 @@ class _Cron:
             else:
                 skipped += 1
 
+    def _real_time_times(self, after_ms: int) -> Iterator[int]:
+        """Wildcard-hour jobs: every instant whose local wall time matches.
+
+        cronsim's own evaluation of these in a zone jumps over matches when a DST
+        change is not a whole hour or not on the hour (Australia/Lord_Howe,
+        Pacific/Chatham), so the zone is handled here: within a stretch of constant
+        UTC offset the wall clock is just shifted UTC, and cronsim is asked about
+        the naive wall clock only; at each offset change the search restarts.
+        """
+        zone = self.zone
+        last = after_ms
+        while True:
+            offset = _offset_ms(zone, last + 1)
+            it = CronSim(self.expression, _naive(last + offset))
+            checked = last + 1  # the offset is known to be `offset` from here on
+            while True:
+                try:
+                    wall = next(it)
+                except StopIteration:
+                    return
+                candidate = (wall - _NAIVE_EPOCH) // _ONE_MS - offset
+                if candidate > MAX_TIME_MS:
+                    return
+                change = _offset_change(zone, checked, candidate, offset)
+                if change is not None:
+                    last = change - 1  # continue from the change, with the new offset
+                    break
+                checked = last = candidate
+                yield candidate
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+# Offset changes are looked for by probing at this step and bisecting; since 1970 the
+# closest two changes of any zone are about a week apart.
+_OFFSET_PROBE_MS = 6 * 3_600_000
+
+
+def _naive(ms: int) -> datetime:
+    """The naive datetime `ms` milliseconds after 1970-01-01T00:00 (a wall-clock time)."""
+    return _NAIVE_EPOCH + timedelta(milliseconds=ms)
+
+
+def _offset_ms(zone: tzinfo, ms: int) -> int:
+    offset = (_EPOCH + timedelta(milliseconds=ms)).astimezone(zone).utcoffset()
+    assert offset is not None
+    return offset // _ONE_MS
+
+
+def _offset_change(zone: tzinfo, lo: int, hi: int, offset: int) -> int | None:
+    """The first instant in (lo, hi] whose UTC offset differs from `offset`, which is
+    the offset at `lo`; None if there is none."""
+    same = lo
+    while same < hi:
+        probe = min(same + _OFFSET_PROBE_MS, hi)
+        if _offset_ms(zone, probe) == offset:
+            same = probe
+            continue
+        while probe - same > 1:  # offset(same) == offset != offset(probe)
+            mid = (same + probe) // 2
+            if _offset_ms(zone, mid) == offset:
+                same = mid
+            else:
+                probe = mid
+        return probe
+    return None
+
 
 @functools.lru_cache(maxsize=1024)
 def _compile(expression: str, timezone: str) -> _Cron:
@@ -287,7 +371,7 @@ def _compile(expression: str, timezone: str) -> _Cron:
         raise TriggerError("cron.expression", "is required")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise TriggerError("cron.expression", f"must be at most {MAX_EXPRESSION_LENGTH} characters")
-    if not _EXPRESSION_CHARS.match(text):
+    if not _EXPRESSION_CHARS.fullmatch(text):
         raise TriggerError("cron.expression", "contains characters not allowed in cron")
     if text.startswith("@"):
         expanded = _MACROS.get(text.lower())
@@ -314,7 +398,8 @@ def _compile(expression: str, timezone: str) -> _Cron:
         CronSim(normalized, _EPOCH)
     except (CronSimError, ValueError, TypeError, IndexError) as exc:
         raise TriggerError("cron.expression", f"invalid: {exc}") from exc
-    cron = _Cron(normalized, _zone(timezone))
+    fixed_time = not fields[0].startswith("*") and not fields[1].startswith("*")
+    cron = _Cron(normalized, _zone(timezone), fixed_time)
     if next(cron.times_after(946_684_800_000), None) is None:  # from 2000-01-01
         raise TriggerError("cron.expression", "never matches")
     return cron
@@ -325,7 +410,7 @@ def _zone(name: str) -> tzinfo:
         return UTC
     if (
         len(name) > _MAX_TIMEZONE_LENGTH
-        or not _ZONE_NAME.match(name)
+        or not _ZONE_NAME.fullmatch(name)
         or name in _REJECTED_ZONES
         or name.startswith(_REJECTED_ZONE_PREFIXES)
     ):

@@ -70,6 +70,12 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        self.ownership_changes = Counter(
+            "clockwork_shard_ownership_changes_total",
+            "Shards acquired, released or lost by this worker",
+            ["change"],
+            registry=r,
+        )
         self.fenced = Counter(
             "clockwork_shard_fenced_total",
             "Shards dropped because a newer epoch owns them",

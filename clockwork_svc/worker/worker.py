@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
@@ -41,6 +42,7 @@ class Worker:
         layout: ClusterLayout,
         settings: WorkerSettings,
         metrics: Metrics,
+        may_dispatch: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -51,6 +53,8 @@ class Worker:
         self._scanners: dict[int, ShardScanner] = {}
         self._scan_tasks: dict[int, asyncio.Task[None]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[int, set[asyncio.Task[None]]] = {}
+        self._may_dispatch = may_dispatch
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
         self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer)
         self._fire_task: asyncio.Task[None] | None = None
@@ -71,6 +75,18 @@ class Worker:
         self._scanners[shard] = scanner
         self._scan_tasks[shard] = asyncio.create_task(scanner.run(), name=f"scan-shard-{shard}")
         self._metrics.shards_owned.set(len(self._scanners))
+
+    async def release_shard(self, shard: int) -> None:
+        """Stop scanning a shard and wait for its in-flight deliveries (clean hand-over)."""
+        await self.drop_shard(shard)
+        running = self._in_flight.get(shard, set())
+        if running:
+            await asyncio.wait(set(running), timeout=self._settings.shutdown_grace_s)
+
+    async def drop_all_shards(self) -> None:
+        """Stop every shard at once (ownership in doubt); in-flight deliveries go on."""
+        for shard in list(self._scanners):
+            await self.drop_shard(shard)
 
     async def drop_shard(self, shard: int) -> None:
         scanner = self._scanners.pop(shard, None)
@@ -97,14 +113,25 @@ class Worker:
         while True:
             for _, (firing, scanner) in await self._queue.pop_due(1024):
                 self._metrics.due_backlog.dec()
-                if not scanner.active:
-                    continue  # the shard was dropped; its next owner reads the firing again
+                if not scanner.active or not self._may_dispatch():
+                    # Not (or no longer surely) ours: the next owner reads it again.
+                    continue
                 await self._slots.acquire()
                 task = asyncio.create_task(
                     self._deliver(firing, scanner), name=f"fire-{firing.firing_id[:12]}"
                 )
-                self._deliveries.add(task)
-                task.add_done_callback(self._deliveries.discard)
+                self._track(firing.shard, task)
+
+    def _track(self, shard: int, task: asyncio.Task[None]) -> None:
+        self._deliveries.add(task)
+        in_flight = self._in_flight.setdefault(shard, set())
+        in_flight.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._deliveries.discard(t)
+            in_flight.discard(t)
+
+        task.add_done_callback(done)
 
     async def _deliver(self, firing: Firing, scanner: ShardScanner) -> None:
         try:

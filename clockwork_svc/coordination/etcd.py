@@ -1,0 +1,301 @@
+"""Shard ownership through etcd leases (the only module that imports aetcd).
+
+Keys, under `/clockwork/<cluster>/`:
+- `workers/<id>`: a live worker, attached to its lease;
+- `shards/<n>`: the owner of shard n (value = worker id), attached to the owner's lease,
+  created only if absent (transaction on create_revision == 0). Its create revision is
+  the shard's **epoch**, the fencing token that the store checks on every cursor write.
+
+Each worker runs three loops under one lease: keepalive (every ttl/3, feeding the
+LeaseGuard), a watch on the prefix (so changes propagate in well under a second), and
+rebalancing (acquire free shards up to its fair share, release excess ones after
+draining them). A keepalive error or a guard deadline stops dispatch for every shard
+at once; the worker then starts over with a new lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aetcd
+
+from clockwork_svc.abc import Clock
+from clockwork_svc.coordination import assignment
+from clockwork_svc.coordination.lease_guard import LeaseGuard
+from clockwork_svc.errors import ClockworkError
+from clockwork_svc.settings import EtcdSettings
+
+log = logging.getLogger(__name__)
+
+
+class CoordinationError(ClockworkError):
+    """etcd could not be reached, or the lease was lost."""
+
+
+class ShardHost(Protocol):
+    """What the coordinator drives: the worker."""
+
+    def add_shard(self, shard: int, epoch: int) -> None: ...
+
+    async def release_shard(self, shard: int) -> None:
+        """Stop scanning the shard and wait for its in-flight deliveries."""
+
+    async def drop_all_shards(self) -> None:
+        """Stop at once (lease in doubt); in-flight deliveries are not awaited."""
+
+    @property
+    def owned_shards(self) -> dict[int, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    revision: int
+    workers: dict[str, dict[str, Any]]
+    owners: dict[int, tuple[str, int]]  # shard -> (worker id, epoch)
+    shard_count: int | None = None
+
+
+def _host_port(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return (host or "127.0.0.1", int(port)) if port.isdigit() else (endpoint, 2379)
+
+
+async def connect(endpoint: str, timeout_s: float = 5.0) -> aetcd.Client:
+    host, port = _host_port(endpoint)
+    client = aetcd.Client(host=host, port=port, timeout=max(1, int(timeout_s)))
+    await client.connect()
+    return client
+
+
+async def read_view(client: aetcd.Client, prefix: str) -> ClusterView:
+    result = await client.get_prefix(prefix.encode())
+    workers: dict[str, dict[str, Any]] = {}
+    owners: dict[int, tuple[str, int]] = {}
+    revision = 0
+    shard_count = None
+    for kv in result:
+        key = kv.key.decode()[len(prefix) :]
+        revision = max(revision, kv.mod_revision)
+        if key.startswith("workers/"):
+            try:
+                workers[key[len("workers/") :]] = json.loads(kv.value)
+            except ValueError:
+                workers[key[len("workers/") :]] = {}
+        elif key == "layout":
+            shard_count = int(json.loads(kv.value).get("shard_count", 0)) or None
+        elif key.startswith("shards/") and key[len("shards/") :].isdigit():
+            owners[int(key[len("shards/") :])] = (kv.value.decode(), kv.create_revision)
+    header = getattr(result, "header", None)
+    if header is not None:
+        revision = header.revision
+    return ClusterView(revision, workers, owners, shard_count)
+
+
+class EtcdCoordinator:
+    def __init__(
+        self,
+        settings: EtcdSettings,
+        host: ShardHost,
+        shard_count: int,
+        clock: Clock,
+        on_change: Callable[[str, int], None] = lambda kind, shard: None,
+    ) -> None:
+        self._settings = settings
+        self._host = host
+        self._shard_count = shard_count
+        self._clock = clock
+        self._on_change = on_change
+        self.guard = LeaseGuard(settings.lease_ttl_s, settings.safety_margin_s)
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.keepalive_latency_s = 0.0
+        self.last_rebalance_s = 0.0
+
+    @property
+    def worker_id(self) -> str:
+        return self._settings.worker_id
+
+    def may_dispatch(self) -> bool:
+        return not self._stopping and self.guard.valid(self._clock.monotonic())
+
+    async def run(self) -> None:
+        """Hold a lease and shards until stopped; start over after any lease trouble."""
+        backoff = 0.5
+        while not self._stopping:
+            try:
+                await self._session()
+                backoff = 0.5
+            except (CoordinationError, aetcd.ClientError, OSError) as exc:
+                log.warning("coordination: %s; dropping all shards", exc)
+            finally:
+                await self._host.drop_all_shards()
+                self.guard.lost()
+            if not self._stopping:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def stop(self) -> None:
+        """Release every shard cleanly, then the lease (SIGTERM path)."""
+        self._stopping = True
+        self._wake.set()
+
+    async def _session(self) -> None:
+        client = await connect(self._settings.endpoint)
+        try:
+            sent = self._clock.monotonic()
+            lease = await client.lease(self._settings.lease_ttl_s)
+            self.guard.granted(sent, self._settings.lease_ttl_s)
+            prefix = self._settings.prefix
+            info = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+            await client.put(
+                f"{prefix}workers/{self.worker_id}".encode(), json.dumps(info).encode(), lease=lease
+            )
+            layout = json.dumps({"shard_count": self._shard_count}).encode()
+            await client.put(f"{prefix}layout".encode(), layout)
+            log.info(
+                "coordination: worker %s registered (lease %x, ttl %ds)",
+                self.worker_id,
+                lease.id,
+                self._settings.lease_ttl_s,
+            )
+            tasks = [
+                asyncio.create_task(self._keepalive(client, lease), name="etcd-keepalive"),
+                asyncio.create_task(self._watchdog(), name="etcd-lease-watchdog"),
+                asyncio.create_task(self._watch(client), name="etcd-watch"),
+            ]
+            try:
+                await self._rebalance_loop(client, lease, tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            if self._stopping:
+                await self._release_everything(client)
+                with contextlib.suppress(aetcd.ClientError, OSError):
+                    await client.revoke_lease(lease.id)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def _keepalive(self, client: aetcd.Client, lease: Any) -> None:
+        interval = self._settings.lease_ttl_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            sent = self._clock.monotonic()
+            self.guard.keepalive_sent(sent)
+            try:
+                reply = await asyncio.wait_for(client.refresh_lease(lease.id), interval)
+            except (TimeoutError, aetcd.ClientError, OSError) as exc:
+                self.guard.lost()
+                raise CoordinationError(f"keepalive failed: {exc!r}") from exc
+            self.keepalive_latency_s = self._clock.monotonic() - sent
+            self.guard.keepalive_acked(float(getattr(reply, "TTL", 0)))
+            if not self.guard.valid(self._clock.monotonic()):
+                raise CoordinationError("lease expired")
+
+    async def _watchdog(self) -> None:
+        while True:
+            if not self.guard.valid(self._clock.monotonic()):
+                raise CoordinationError("lease deadline passed without a keepalive answer")
+            await asyncio.sleep(0.1)
+
+    async def _watch(self, client: aetcd.Client) -> None:
+        watch = await client.watch_prefix(self._settings.prefix.encode())
+        async for _event in watch:
+            self._wake.set()
+
+    async def _rebalance_loop(
+        self, client: aetcd.Client, lease: Any, tasks: list[asyncio.Task[None]]
+    ) -> None:
+        while not self._stopping:
+            for task in tasks:
+                if task.done():
+                    exc = task.exception()
+                    raise CoordinationError(f"{task.get_name()} ended: {exc!r}")
+            started = self._clock.monotonic()
+            changed = await self._rebalance(client, lease)
+            if changed:
+                self.last_rebalance_s = self._clock.monotonic() - started
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._settings.rebalance_interval_s)
+
+    async def _rebalance(self, client: aetcd.Client, lease: Any) -> bool:
+        view = await read_view(client, self._settings.prefix)
+        owners = {s: owner for s, (owner, _) in view.owners.items()}
+        mine = {s: epoch for s, (owner, epoch) in view.owners.items() if owner == self.worker_id}
+        # Keys naming us that the worker does not scan: left from an earlier lease, or the
+        # scanner was fenced off. Give them up; the plan below re-acquires them under a
+        # new epoch (a newer etcd revision) if they are still ours to own.
+        for shard, epoch in list(mine.items()):
+            if shard not in self._host.owned_shards:
+                await self._delete_key(client, shard, epoch)
+                del mine[shard]
+                del owners[shard]
+        for shard in list(self._host.owned_shards):
+            if shard not in mine:  # our key vanished: someone else may own it now
+                await self._host.release_shard(shard)
+                self._on_change("lost", shard)
+        workers = list(view.workers) or [self.worker_id]
+        plan = assignment.plan(
+            self.worker_id, workers, owners, self._shard_count, self._settings.max_acquire_per_round
+        )
+        for shard in plan.release:
+            await self._release(client, shard, mine[shard])
+        for shard in plan.acquire:
+            if not self.may_dispatch():
+                break
+            await self._acquire(client, lease, shard)
+        return bool(plan.acquire or plan.release)
+
+    async def _acquire(self, client: aetcd.Client, lease: Any, shard: int) -> None:
+        key = f"{self._settings.prefix}shards/{shard}".encode()
+        ok, responses = await client.transaction(
+            compare=[client.transactions.create(key) == 0],
+            success=[client.transactions.put(key, self.worker_id.encode(), lease=lease)],
+            failure=[],
+        )
+        if not ok:
+            return
+        epoch = int(responses[0].response_put.header.revision)
+        self._host.add_shard(shard, epoch)
+        self._on_change("acquired", shard)
+
+    async def _release(self, client: aetcd.Client, shard: int, epoch: int) -> None:
+        await self._host.release_shard(shard)
+        await self._delete_key(client, shard, epoch)
+        self._on_change("released", shard)
+
+    async def _delete_key(self, client: aetcd.Client, shard: int, epoch: int) -> None:
+        key = f"{self._settings.prefix}shards/{shard}".encode()
+        await client.transaction(
+            compare=[
+                client.transactions.value(key) == self.worker_id.encode(),
+                client.transactions.create(key) == epoch,
+            ],
+            success=[client.transactions.delete(key)],
+            failure=[],
+        )
+
+    async def _release_everything(self, client: aetcd.Client) -> None:
+        view = await read_view(client, self._settings.prefix)
+        for shard, (owner, epoch) in view.owners.items():
+            if owner == self.worker_id:
+                await self._release(client, shard, epoch)
+
+
+async def cluster_status(endpoint: str, cluster: str) -> ClusterView:
+    client = await connect(endpoint)
+    try:
+        return await read_view(client, EtcdSettings(cluster=cluster).prefix)
+    finally:
+        await client.close()

@@ -1,0 +1,198 @@
+"""Shard ownership through a real etcd: balance, hand-over, crash takeover, fencing.
+
+Workers run in this process (so the test can crash one by cancelling its tasks
+without releasing anything) and share one SQLite store, which carries the epochs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clockwork_svc.abc import SystemClock
+from clockwork_svc.coordination.etcd import EtcdCoordinator, cluster_status
+from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
+from clockwork_svc.domain.spec import HttpTarget
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.settings import EtcdSettings
+from clockwork_svc.storage.sqlite import SqliteStore
+from clockwork_svc.worker.worker import Worker, WorkerSettings
+from tests.conftest import require_server
+
+SHARDS = 12
+TTL = 3
+
+
+class NullSink:
+    async def deliver(
+        self, target: HttpTarget, payload: bytes, firing: Firing, timestamp_s: int
+    ) -> DeliveryResult:
+        return DeliveryResult(True, False, 200)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class Member:
+    worker: Worker
+    coordinator: EtcdCoordinator
+    task: asyncio.Task[None]
+
+    async def crash(self) -> None:
+        """Vanish without releasing anything (like kill -9): the lease must expire."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.worker.stop()
+
+    async def stop(self) -> None:
+        await self.coordinator.stop()
+        await asyncio.wait_for(self.task, 15)
+        await self.worker.stop()
+
+
+@pytest.fixture
+async def cluster_env(tmp_path: Path) -> AsyncIterator[tuple[str, str, SqliteStore]]:
+    endpoint = require_server("CLOCKWORK_ETCD")
+    layout = ClusterLayout(SHARDS, 60_000, int(time.time() * 1000))
+    store = await SqliteStore.open(tmp_path / "shared.db", layout)
+    yield endpoint, "test-" + uuid.uuid4().hex[:8], store
+    await store.close()
+
+
+async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Member:
+    clock = SystemClock()
+    layout = await store.layout()
+    holder: dict[str, EtcdCoordinator] = {}
+    worker = Worker(
+        store,
+        NullSink(),
+        clock,
+        layout,
+        WorkerSettings(),
+        Metrics(),
+        may_dispatch=lambda: holder["c"].may_dispatch(),
+    )
+    worker.start()
+    settings = EtcdSettings(
+        endpoint=endpoint,
+        cluster=cluster,
+        lease_ttl_s=TTL,
+        safety_margin_s=0.75,
+        rebalance_interval_s=0.5,
+        worker_id=name,
+    )
+    coordinator = EtcdCoordinator(settings, worker, SHARDS, clock)
+    holder["c"] = coordinator
+    task = asyncio.create_task(coordinator.run(), name=f"coordinator-{name}")
+    return Member(worker, coordinator, task)
+
+
+async def wait_until(predicate: object, timeout_s: float) -> float:
+    """Seconds until predicate() holds; fails after timeout_s."""
+    started = time.monotonic()
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+def owned(*members: Member) -> list[int]:
+    return sorted(s for m in members for s in m.worker.owned_shards)
+
+
+async def test_workers_share_shards_evenly_with_increasing_epochs(
+    cluster_env: tuple[str, str, SqliteStore],
+) -> None:
+    endpoint, name, store = cluster_env
+    a = await join(endpoint, name, store, "a")
+    await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, 10)
+    first_epochs = dict(a.worker.owned_shards)
+    b = await join(endpoint, name, store, "b")
+    c = await join(endpoint, name, store, "c")
+    try:
+        await wait_until(
+            lambda: (
+                sorted(len(m.worker.owned_shards) for m in (a, b, c)) == [4, 4, 4]
+                and owned(a, b, c) == list(range(SHARDS))
+            ),
+            15,
+        )
+        view = await cluster_status(endpoint, name)
+        assert set(view.workers) == {"a", "b", "c"} and view.shard_count == SHARDS
+        for member in (b, c):
+            for shard, epoch in member.worker.owned_shards.items():
+                assert epoch > first_epochs[shard]  # a moved shard gets a newer epoch
+                cursor = await store.load_cursor(shard)
+                assert cursor is not None and cursor.epoch == epoch
+    finally:
+        for m in (a, b, c):
+            await m.stop()
+
+
+async def test_graceful_stop_hands_shards_over(cluster_env: tuple[str, str, SqliteStore]) -> None:
+    endpoint, name, store = cluster_env
+    a = await join(endpoint, name, store, "a")
+    b = await join(endpoint, name, store, "b")
+    try:
+        await wait_until(
+            lambda: (
+                owned(a, b) == list(range(SHARDS)) and len(b.worker.owned_shards) == SHARDS // 2
+            ),
+            15,
+        )
+        await b.stop()
+        took = await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, 10)
+        assert took < 5
+    finally:
+        await a.stop()
+
+
+async def test_crashed_worker_shards_are_taken_over_after_its_lease(
+    cluster_env: tuple[str, str, SqliteStore],
+) -> None:
+    endpoint, name, store = cluster_env
+    a = await join(endpoint, name, store, "a")
+    b = await join(endpoint, name, store, "b")
+    try:
+        await wait_until(
+            lambda: (
+                owned(a, b) == list(range(SHARDS)) and len(b.worker.owned_shards) == SHARDS // 2
+            ),
+            15,
+        )
+        lost = dict(b.worker.owned_shards)
+        await b.crash()
+        took = await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, TTL + 5)
+        assert took <= TTL + 2, took
+        for shard, old_epoch in lost.items():
+            assert a.worker.owned_shards[shard] > old_epoch
+            # The crashed owner's epoch can no longer advance the shard.
+            assert not await store.advance_cursor(shard, int(time.time() * 1000), old_epoch)
+    finally:
+        await a.stop()
+
+
+async def test_stale_owner_drops_a_fenced_shard(cluster_env: tuple[str, str, SqliteStore]) -> None:
+    endpoint, name, store = cluster_env
+    a = await join(endpoint, name, store, "a")
+    try:
+        await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, 10)
+        shard, epoch = next(iter(a.worker.owned_shards.items()))
+        # Someone with a newer epoch writes the shard (as after a takeover a paused
+        # worker never noticed): the scanner's next cursor write is rejected.
+        assert await store.acquire_shard(shard, epoch + 1) is not None
+        await wait_until(lambda: shard not in a.worker.owned_shards, 5)
+        # It gives the key up and takes the shard again under a newer etcd revision.
+        await wait_until(lambda: a.worker.owned_shards.get(shard, 0) > epoch + 1, 10)
+    finally:
+        await a.stop()
