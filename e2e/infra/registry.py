@@ -7,8 +7,10 @@ Adding a server type (etcd, Kafka, kube-apiserver) means one module with a
 from __future__ import annotations
 
 from .cassandra import Cassandra
+from .etcd import Etcd
 from .server import Server
 
 SERVERS: dict[str, type[Server]] = {
     Cassandra.name: Cassandra,
+    Etcd.name: Etcd,
 }
