@@ -196,3 +196,28 @@ async def test_stale_owner_drops_a_fenced_shard(cluster_env: tuple[str, str, Sql
         await wait_until(lambda: a.worker.owned_shards.get(shard, 0) > epoch + 1, 10)
     finally:
         await a.stop()
+
+
+async def test_etcd_outage_stops_dispatch_and_recovers(
+    cluster_env: tuple[str, str, SqliteStore],
+) -> None:
+    from e2e.infra import etcd as etcd_server
+
+    endpoint, name, store = cluster_env
+    running = etcd_server.attach()
+    if running is None or running.address != endpoint:
+        pytest.skip("etcd not managed by this checkout's harness")
+    a = await join(endpoint, name, store, "a")
+    try:
+        await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, 10)
+        assert a.coordinator.may_dispatch()
+        await asyncio.to_thread(running.kill)
+        # Without keepalive answers the worker stops dispatching before the TTL ends.
+        stopped = await wait_until(lambda: not a.coordinator.may_dispatch(), TTL + 1)
+        assert stopped < TTL
+        await asyncio.to_thread(running.restart)
+        await wait_until(
+            lambda: a.coordinator.may_dispatch() and len(a.worker.owned_shards) == SHARDS, 20
+        )
+    finally:
+        await a.stop()

@@ -1,0 +1,165 @@
+"""The asyncio bridge over the driver's `execute_async`.
+
+The driver completes requests on its own I/O thread; its callbacks hand the result to
+the event loop with `call_soon_threadsafe`. Results are fetched one page at a time
+with an explicit `paging_state`: iterating a `ResultSet` past its first page fetches
+the next page synchronously, which would block the loop.
+
+Driver errors that mean "unreachable, overloaded or timed out" become
+`StoreUnavailable` (cause chained); anything else (a bad query) propagates as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from cassandra import (
+    CDCWriteFailure,
+    CoordinationFailure,
+    OperationTimedOut,
+    Timeout,
+    Unavailable,
+)
+from cassandra.cluster import NoHostAvailable, ResultSet
+from cassandra.connection import ConnectionBusy, ConnectionException
+from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
+from cassandra.query import PreparedStatement
+
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra.connecting import PROFILE_DEFAULT
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+_UNAVAILABLE = (
+    NoHostAvailable,
+    OperationTimedOut,
+    Unavailable,
+    Timeout,  # ReadTimeout, WriteTimeout (including an unknown CAS outcome)
+    CoordinationFailure,  # ReadFailure, WriteFailure
+    CDCWriteFailure,
+    ConnectionException,
+    ConnectionBusy,
+    OverloadedErrorMessage,
+    IsBootstrappingErrorMessage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    rows: list[Row]
+    paging_state: bytes | None
+
+
+def translate(exc: BaseException) -> BaseException:
+    """The exception to raise for a driver error (StoreUnavailable with the cause)."""
+    if isinstance(exc, _UNAVAILABLE):
+        mapped = StoreUnavailable(f"cassandra: {type(exc).__name__}: {exc}")
+        mapped.__cause__ = exc
+        return mapped
+    return exc
+
+
+def _settle_result(future: asyncio.Future[Page], page: Page) -> None:
+    # The awaiting task may have been cancelled while the request was in flight.
+    if not future.done():
+        future.set_result(page)
+
+
+def _settle_error(future: asyncio.Future[Page], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(translate(exc))
+
+
+async def execute(
+    session: Any,
+    statement: Any,
+    params: Sequence[Any] | None = None,
+    *,
+    profile: Any = PROFILE_DEFAULT,
+    fetch_size: int | None = None,
+    paging_state: bytes | None = None,
+) -> Page:
+    """Run one request and return one page of rows (and the state to fetch the next)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Page] = loop.create_future()
+    if fetch_size is not None and isinstance(statement, PreparedStatement):
+        statement = statement.bind(params or ())
+        statement.fetch_size = fetch_size
+        params = None
+    try:
+        response = session.execute_async(
+            statement, params, execution_profile=profile, paging_state=paging_state
+        )
+    except _UNAVAILABLE as exc:
+        raise translate(exc) from exc
+
+    def on_result(rows: Any) -> None:
+        # Runs on a driver thread; ResultSet here only wraps the page already received.
+        page = ResultSet(response, rows)
+        result = Page(list(page.current_rows or ()), page.paging_state)
+        loop.call_soon_threadsafe(_settle_result, future, result)
+
+    def on_error(exc: BaseException) -> None:
+        loop.call_soon_threadsafe(_settle_error, future, exc)
+
+    response.add_callbacks(on_result, on_error)
+    return await future
+
+
+async def fetch(
+    session: Any,
+    statement: Any,
+    params: Sequence[Any] | None = None,
+    *,
+    max_rows: int,
+    page_size: int = 5000,
+    profile: Any = PROFILE_DEFAULT,
+) -> list[Row]:
+    """Rows of a query, following pages (one await each) until `max_rows` or the end."""
+    rows: list[Row] = []
+    paging_state: bytes | None = None
+    while len(rows) < max_rows:
+        page = await execute(
+            session,
+            statement,
+            params,
+            profile=profile,
+            fetch_size=min(page_size, max(max_rows - len(rows), 1)),
+            paging_state=paging_state,
+        )
+        rows += page.rows
+        paging_state = page.paging_state
+        if paging_state is None:
+            break
+    return rows[:max_rows]
+
+
+async def first(
+    session: Any,
+    statement: Any,
+    params: Sequence[Any] | None = None,
+    *,
+    profile: Any = PROFILE_DEFAULT,
+) -> Row | None:
+    page = await execute(session, statement, params, profile=profile)
+    return page.rows[0] if page.rows else None
+
+
+async def gather_bounded(aws: Iterable[Awaitable[T]], limit: int) -> list[T]:
+    """Await all, at most `limit` at a time, results in order; the first error is raised
+    after the others finish (none is left running or unretrieved)."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def run(aw: Awaitable[T]) -> T:
+        async with semaphore:
+            return await aw
+
+    results = await asyncio.gather(*(run(aw) for aw in aws), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]

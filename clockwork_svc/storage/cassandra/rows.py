@@ -1,0 +1,96 @@
+"""Converting between Cassandra rows (dicts) and Clockwork's records."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from clockwork_svc.domain.codec import spec_from_json
+from clockwork_svc.domain.model import Execution, Firing, Outcome, Schedule, ScheduleState
+
+Row = dict[str, Any]
+
+INDEX_PARTS = 16
+"""Partitions per tenant in `schedule_index`; changing it needs a migration."""
+
+SCHEDULE_COLUMNS = (
+    "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
+    "next_fire_ms, last_fire_ms, last_outcome, fired_count"
+)
+FIRING_COLUMNS = (
+    "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
+    "occurrence_ms, attempt, delivery_id, done"
+)
+EXECUTION_COLUMNS = (
+    "tenant, schedule_key, firing_id, delivery_id, attempt, occurrence_ms, due_ms, "
+    "started_ms, duration_ms, outcome, status_code, error, next_attempt_ms"
+)
+
+
+def index_part(key: str) -> int:
+    """Stable across processes and Python versions (unlike `hash()`)."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % INDEX_PARTS
+
+
+def is_schedule(row: Row | None) -> bool:
+    """`record_progress` may leave a partial row (no id) for a missing schedule."""
+    return row is not None and row.get("id") is not None
+
+
+def is_firing(row: Row) -> bool:
+    """`mark_done` of an unknown firing may leave a row holding only `done`."""
+    return row.get("tenant") is not None
+
+
+def schedule(row: Row) -> Schedule:
+    return Schedule(
+        tenant=row["tenant"],
+        key=row["key"],
+        id=row["id"],
+        spec=spec_from_json(row["spec"], bytes(row["payload"] or b"")),
+        state=ScheduleState(row["state"]),
+        version=row["version"],
+        created_ms=row["created_ms"],
+        updated_ms=row["updated_ms"],
+        shard=row["shard"],
+        next_fire_ms=row["next_fire_ms"],
+        last_fire_ms=row["last_fire_ms"],
+        last_outcome=Outcome(row["last_outcome"]) if row["last_outcome"] else None,
+        fired_count=row["fired_count"] or 0,
+    )
+
+
+def firing(row: Row) -> Firing:
+    return Firing(
+        shard=row["shard"],
+        fire_at_ms=row["fire_at_ms"],
+        firing_id=row["firing_id"],
+        tenant=row["tenant"],
+        schedule_key=row["schedule_key"],
+        schedule_id=row["schedule_id"],
+        version=row["version"],
+        seq=row["seq"],
+        occurrence_ms=row["occurrence_ms"],
+        attempt=row["attempt"],
+        delivery_id=row["delivery_id"],
+        done=bool(row["done"]),
+    )
+
+
+def execution(row: Row) -> Execution:
+    return Execution(
+        tenant=row["tenant"],
+        schedule_key=row["schedule_key"],
+        firing_id=row["firing_id"],
+        delivery_id=row["delivery_id"],
+        attempt=row["attempt"],
+        occurrence_ms=row["occurrence_ms"],
+        due_ms=row["due_ms"],
+        started_ms=row["started_ms"],
+        duration_ms=row["duration_ms"],
+        outcome=Outcome(row["outcome"]),
+        status_code=row["status_code"],
+        error=row["error"] or "",
+        next_attempt_ms=row["next_attempt_ms"],
+    )

@@ -1,0 +1,324 @@
+"""Versioned schema migrations and the cluster layout record.
+
+`MIGRATIONS` is append-only: each entry is `(version, name, statements)`, applied in
+order and recorded in `schema_migrations`. Statements are `string.Template`s
+(`$keyspace`, `$firing_retention_s`, `$execution_ttl_s`), not `str.format`, because
+CQL maps use braces. Every statement is itself idempotent (`IF NOT EXISTS`), so a
+migration interrupted half-way is simply applied again.
+
+Table choices (see the design brief, "Data model (Cassandra)"):
+
+* `schedules`: one row per partition `(tenant, key)`, so compare-and-set never
+  contends across schedules. Rows are overwritten by every fire (progress columns)
+  and read on every API call: LeveledCompactionStrategy bounds the SSTables a read
+  touches, at the cost of more compaction I/O, which suits this small, hot table.
+* `schedule_index`: `(tenant, part)` partitions, part = blake2b(key) % 16, clustered by
+  key, for ordered listing without a scan of all schedules. Written once per schedule
+  and read in key ranges: default SizeTieredCompactionStrategy.
+* `firings`: `(shard, bucket)` partitions clustered by `(fire_at_ms, firing_id)`;
+  TimeWindowCompactionStrategy (1-hour windows) and a per-row TTL = time until due +
+  retention, so whole SSTables expire and are dropped instead of compacted. The table's
+  `default_time_to_live` carries the retention setting (the store reads it at open).
+  Nothing is ever deleted, so `gc_grace_seconds` only has to cover the hint window (3h).
+* `shard_cursors`: one row per shard, changed only by compare-and-set (epoch fencing).
+* `executions`: `(tenant, schedule_key)` partitions, newest first, TWCS (1-day windows)
+  with the table's default TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import string
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clockwork_svc.domain.model import ClusterLayout
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra import bridge, connecting
+from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SCHEMA
+
+log = logging.getLogger(__name__)
+
+Migration = tuple[int, str, list[str]]
+
+_TTL_GC_GRACE_S = 3 * 3600
+
+MIGRATIONS: list[Migration] = [
+    (
+        1,
+        "initial",
+        [
+            """CREATE TABLE IF NOT EXISTS $keyspace.cluster_meta (
+                id int PRIMARY KEY,
+                shard_count int,
+                bucket_ms bigint,
+                created_ms bigint)""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.schedules (
+                tenant text,
+                key text,
+                id text,
+                spec text,
+                payload blob,
+                state text,
+                version bigint,
+                created_ms bigint,
+                updated_ms bigint,
+                shard int,
+                next_fire_ms bigint,
+                last_fire_ms bigint,
+                last_outcome text,
+                fired_count bigint,
+                PRIMARY KEY ((tenant, key)))
+            WITH compaction = {'class': 'LeveledCompactionStrategy'}""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.schedule_index (
+                tenant text,
+                part int,
+                key text,
+                PRIMARY KEY ((tenant, part), key))
+            WITH CLUSTERING ORDER BY (key ASC)
+            AND compaction = {'class': 'SizeTieredCompactionStrategy'}""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.firings (
+                shard int,
+                bucket bigint,
+                fire_at_ms bigint,
+                firing_id text,
+                tenant text,
+                schedule_key text,
+                schedule_id text,
+                version bigint,
+                seq bigint,
+                occurrence_ms bigint,
+                attempt int,
+                delivery_id text,
+                done boolean,
+                PRIMARY KEY ((shard, bucket), fire_at_ms, firing_id))
+            WITH CLUSTERING ORDER BY (fire_at_ms ASC, firing_id ASC)
+            AND compaction = {'class': 'TimeWindowCompactionStrategy',
+                'compaction_window_unit': 'HOURS', 'compaction_window_size': '1'}
+            AND default_time_to_live = $firing_retention_s
+            AND gc_grace_seconds = $gc_grace_s""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.shard_cursors (
+                shard int PRIMARY KEY,
+                position_ms bigint,
+                epoch bigint)""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.executions (
+                tenant text,
+                schedule_key text,
+                started_ms bigint,
+                firing_id text,
+                delivery_id text,
+                attempt int,
+                occurrence_ms bigint,
+                due_ms bigint,
+                duration_ms bigint,
+                outcome text,
+                status_code int,
+                error text,
+                next_attempt_ms bigint,
+                PRIMARY KEY ((tenant, schedule_key), started_ms, firing_id))
+            WITH CLUSTERING ORDER BY (started_ms DESC, firing_id DESC)
+            AND compaction = {'class': 'TimeWindowCompactionStrategy',
+                'compaction_window_unit': 'DAYS', 'compaction_window_size': '1'}
+            AND default_time_to_live = $execution_ttl_s
+            AND gc_grace_seconds = $gc_grace_s""",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+# Tables whose default TTL follows a migrate() argument (kept in step on every run).
+_TTL_TABLES = {"firings": "firing_retention_s", "executions": "execution_ttl_s"}
+
+_KEYSPACE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+_REPLICATION_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_MAX_TTL_S = 20 * 365 * 86_400
+
+
+def check_keyspace(keyspace: str) -> str:
+    """Keyspace names are interpolated into CQL: only a plain identifier is accepted."""
+    if not _KEYSPACE_PATTERN.match(keyspace):
+        raise ValueError(f"invalid keyspace name {keyspace!r}: letters, digits, _; max 48")
+    return keyspace
+
+
+def _replication_cql(replication: Mapping[str, object]) -> str:
+    if "class" not in replication:
+        raise ValueError("replication needs a 'class' (SimpleStrategy, NetworkTopologyStrategy)")
+    items = []
+    for key, value in replication.items():
+        text = str(value)
+        if not _REPLICATION_KEY.match(key) or not _REPLICATION_KEY.match(text):
+            raise ValueError(f"invalid replication entry {key!r}: {value!r}")
+        items.append(f"'{key}': '{text}'")
+    return "{" + ", ".join(items) + "}"
+
+
+def render(statement: str, keyspace: str, ttls: Mapping[str, int]) -> str:
+    return string.Template(statement).substitute(
+        keyspace=keyspace, gc_grace_s=_TTL_GC_GRACE_S, **ttls
+    )
+
+
+async def migrate(
+    contact_points: list[str],
+    keyspace: str,
+    *,
+    replication: dict[str, object],
+    layout: ClusterLayout,
+    firing_retention_s: int = 7 * 86400,
+    execution_ttl_s: int = 7 * 86400,
+    local_dc: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    connect_timeout_s: float = 60.0,
+) -> list[str]:
+    """Create the keyspace if absent, apply pending migrations, record the layout.
+
+    Returns the names (`"0001_initial"`) of the migrations applied by this call; a
+    second run returns `[]`. The layout is written once (compare-and-set): if the
+    cluster already has one, it is kept (logged when it differs from `layout`).
+    The tables' default TTLs are set to the given retention on every run.
+
+    Run it from one place at a time (a deploy job): concurrent DDL from several
+    clients can make Cassandra disagree on table ids.
+    """
+    check_keyspace(keyspace)
+    ttls = {"firing_retention_s": firing_retention_s, "execution_ttl_s": execution_ttl_s}
+    for name, value in ttls.items():
+        if not 0 < value <= _MAX_TTL_S:
+            raise ValueError(f"{name} must be in 1..{_MAX_TTL_S}, got {value}")
+    replication_cql = _replication_cql(replication)
+    cluster, session = await connecting.connect(
+        contact_points,
+        local_dc=local_dc,
+        username=username,
+        password=password,
+        timeout_s=connect_timeout_s,
+    )
+    try:
+        await _ddl(
+            session,
+            f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication_cql}",
+        )
+        await _ddl(
+            session,
+            f"CREATE TABLE IF NOT EXISTS {keyspace}.schema_migrations "
+            "(version int PRIMARY KEY, name text, applied_ms bigint)",
+        )
+        applied = await applied_versions(session, keyspace)
+        done: list[str] = []
+        for version, name, statements in MIGRATIONS:
+            if version in applied:
+                continue
+            log.info("applying migration %04d_%s to keyspace %s", version, name, keyspace)
+            for statement in statements:
+                await _ddl(session, render(statement, keyspace, ttls))
+            await bridge.execute(
+                session,
+                f"INSERT INTO {keyspace}.schema_migrations (version, name, applied_ms) "
+                "VALUES (%s, %s, %s)",
+                (version, name, int(time.time() * 1000)),
+            )
+            done.append(f"{version:04d}_{name}")
+        await _sync_ttls(session, keyspace, ttls)
+        await _wait_for_schema_agreement(cluster)
+        await _write_layout(session, keyspace, layout)
+        return done
+    finally:
+        await connecting.shutdown(cluster)
+
+
+async def applied_versions(session: Any, keyspace: str) -> set[int]:
+    rows = await bridge.fetch(
+        session, f"SELECT version FROM {keyspace}.schema_migrations", max_rows=10_000
+    )
+    return {int(r["version"]) for r in rows}
+
+
+async def _ddl(session: Any, cql: str) -> None:
+    await bridge.execute(session, cql, profile=PROFILE_SCHEMA)
+
+
+async def _sync_ttls(session: Any, keyspace: str, ttls: Mapping[str, int]) -> None:
+    for table, setting in _TTL_TABLES.items():
+        row = await bridge.first(
+            session,
+            "SELECT default_time_to_live FROM system_schema.tables "
+            "WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, table),
+        )
+        wanted = ttls[setting]
+        if row is not None and row["default_time_to_live"] != wanted:
+            log.info(
+                "%s.%s: default_time_to_live %s -> %s",
+                keyspace,
+                table,
+                row["default_time_to_live"],
+                wanted,
+            )
+            await _ddl(
+                session, f"ALTER TABLE {keyspace}.{table} WITH default_time_to_live = {wanted}"
+            )
+
+
+async def _wait_for_schema_agreement(cluster: Any) -> None:
+    agreed = await asyncio.to_thread(cluster.control_connection.wait_for_schema_agreement)
+    if not agreed:
+        raise StoreUnavailable("Cassandra nodes did not agree on the schema in time")
+
+
+async def _write_layout(session: Any, keyspace: str, layout: ClusterLayout) -> None:
+    page = await bridge.execute(
+        session,
+        f"INSERT INTO {keyspace}.cluster_meta (id, shard_count, bucket_ms, created_ms) "
+        "VALUES (1, %s, %s, %s) IF NOT EXISTS",
+        (layout.shard_count, layout.bucket_ms, layout.created_ms),
+        profile=PROFILE_LWT,
+    )
+    row = page.rows[0]
+    if row["[applied]"]:
+        log.info("keyspace %s: cluster layout set to %s", keyspace, layout)
+        return
+    existing = ClusterLayout(int(row["shard_count"]), int(row["bucket_ms"]), int(row["created_ms"]))
+    if (existing.shard_count, existing.bucket_ms) != (layout.shard_count, layout.bucket_ms):
+        log.warning(
+            "keyspace %s keeps its layout %s (fixed at creation); ignoring %s",
+            keyspace,
+            existing,
+            layout,
+        )
+
+
+async def load_layout(session: Any, keyspace: str) -> ClusterLayout | None:
+    row = await bridge.first(
+        session,
+        f"SELECT shard_count, bucket_ms, created_ms FROM {keyspace}.cluster_meta WHERE id = 1",
+    )
+    if row is None:
+        return None
+    return ClusterLayout(int(row["shard_count"]), int(row["bucket_ms"]), int(row["created_ms"]))
+
+
+async def create_cluster_for_tests(
+    contact_points: list[str], keyspace: str, layout: ClusterLayout
+) -> list[str]:
+    """A throwaway single-node keyspace (SimpleStrategy, replication factor 1)."""
+    return await migrate(
+        contact_points,
+        keyspace,
+        replication={"class": "SimpleStrategy", "replication_factor": 1},
+        layout=layout,
+    )
+
+
+async def drop_keyspace_for_tests(contact_points: Sequence[str], keyspace: str) -> None:
+    check_keyspace(keyspace)
+    cluster, session = await connecting.connect(contact_points, timeout_s=30.0)
+    try:
+        await _ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
+    finally:
+        await connecting.shutdown(cluster)
