@@ -62,6 +62,7 @@ class Node:
     ops: OpsServer | None = None
     sink: HttpSink | None = None
     coordinator: EtcdCoordinatorLike | None = None
+    coordinator_task: asyncio.Task[None] | None = None
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, settings: ProcessSettings) -> None:
@@ -69,14 +70,18 @@ class Node:
             await self.api.stop(settings.api.shutdown_grace_s)
         if self.coordinator is not None:
             await self.coordinator.stop()
-            done, _ = await asyncio.wait(self.extra_tasks, timeout=settings.worker.shutdown_grace_s)
-            self.extra_tasks = [t for t in self.extra_tasks if t not in done]
+            if self.coordinator_task is not None:
+                await asyncio.wait(
+                    [self.coordinator_task], timeout=settings.worker.shutdown_grace_s
+                )
+                self.coordinator_task.cancel()
         if self.worker is not None:
             await self.worker.stop()
         if self.sink is not None:
             await self.sink.close()
         for task in self.extra_tasks:
             task.cancel()
+        await asyncio.gather(*self.extra_tasks, return_exceptions=True)
         if self.ops is not None:
             await self.ops.stop()
         await self.store.close()
@@ -105,12 +110,24 @@ async def start_node(
             node.api = await start_server(
                 scheduling, metrics, settings.api.listen, settings.api.auth, settings.api.tls
             )
+        node.extra_tasks.append(
+            asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")
+        )
         node.ops = OpsServer(metrics, ready=lambda: True)
         await node.ops.start(settings.ops.host, settings.ops.port)
     except BaseException:
         await node.stop(settings)
         raise
     return node
+
+
+async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
+    """Event-loop lag: how late a timer fires. Lag delays firings and lease keepalives."""
+    loop = asyncio.get_running_loop()
+    while True:
+        expected = loop.time() + interval_s
+        await asyncio.sleep(interval_s)
+        metrics.loop_lag.observe(max(0.0, loop.time() - expected))
 
 
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
@@ -138,10 +155,13 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
         node.layout.shard_count,
         clock,
         on_change=lambda kind, shard: metrics.ownership_changes.labels(kind).inc(),
+        on_timing=lambda kind, seconds: (
+            metrics.keepalive_latency if kind == "keepalive" else metrics.rebalance_duration
+        ).observe(seconds),
     )
     gate.coordinator = coordinator
     node.coordinator = coordinator
-    node.extra_tasks.append(asyncio.create_task(coordinator.run(), name="etcd-coordinator"))
+    node.coordinator_task = asyncio.create_task(coordinator.run(), name="etcd-coordinator")
 
 
 class _DispatchGate:

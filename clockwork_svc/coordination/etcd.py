@@ -115,12 +115,14 @@ class EtcdCoordinator:
         shard_count: int,
         clock: Clock,
         on_change: Callable[[str, int], None] = lambda kind, shard: None,
+        on_timing: Callable[[str, float], None] = lambda kind, seconds: None,
     ) -> None:
         self._settings = settings
         self._host = host
         self._shard_count = shard_count
         self._clock = clock
         self._on_change = on_change
+        self._on_timing = on_timing
         self.guard = LeaseGuard(settings.lease_ttl_s, settings.safety_margin_s)
         self._wake = asyncio.Event()
         self._stopping = False
@@ -205,6 +207,7 @@ class EtcdCoordinator:
                 self.guard.lost()
                 raise CoordinationError(f"keepalive failed: {exc!r}") from exc
             self.keepalive_latency_s = self._clock.monotonic() - sent
+            self._on_timing("keepalive", self.keepalive_latency_s)
             self.guard.keepalive_acked(float(getattr(reply, "TTL", 0)))
             if not self.guard.valid(self._clock.monotonic()):
                 raise CoordinationError("lease expired")
@@ -232,6 +235,7 @@ class EtcdCoordinator:
             changed = await self._rebalance(client, lease)
             if changed:
                 self.last_rebalance_s = self._clock.monotonic() - started
+                self._on_timing("rebalance", self.last_rebalance_s)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.rebalance_interval_s)

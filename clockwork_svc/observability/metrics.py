@@ -76,6 +76,24 @@ class Metrics:
             ["change"],
             registry=r,
         )
+        self.keepalive_latency = Histogram(
+            "clockwork_lease_keepalive_seconds",
+            "etcd lease keepalive round trip",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.rebalance_duration = Histogram(
+            "clockwork_rebalance_seconds",
+            "Duration of rebalance rounds that moved shards",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "clockwork_event_loop_lag_seconds",
+            "How late the event loop runs a timer",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.fenced = Counter(
             "clockwork_shard_fenced_total",
             "Shards dropped because a newer epoch owns them",

@@ -52,7 +52,7 @@ class Cluster:
         self.workers: list[ClockworkProcess] = []
 
     async def start(self, workers: int) -> None:
-        code, out, err = await run_cli(
+        code, _, err = await run_cli(
             "schema", "migrate", "--replication-factor", "1", "--shards", str(SHARDS), env=self.env
         )
         assert code == 0, err
