@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -106,6 +107,20 @@ def _profiles(local_dc: str | None) -> dict[Any, ExecutionProfile]:
     }
 
 
+class _QuietAttempt(logging.Filter):
+    """Drops the driver's multi-line traceback for a failed connection attempt made by
+    one thread: `connect` logs each failed attempt as one line of its own."""
+
+    _NOISE = ("[control connection] Error connecting to", "Control connection failed to connect")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.thread == self._thread and str(record.msg).startswith(self._NOISE))
+
+
 def _connect_once(
     points: list[tuple[str, int]],
     local_dc: str | None,
@@ -128,11 +143,16 @@ def _connect_once(
         control_connection_timeout=attempt_timeout_s,
         max_schema_agreement_wait=60,
     )
+    driver_log = logging.getLogger("cassandra.cluster")
+    quiet = _QuietAttempt()
+    driver_log.addFilter(quiet)
     try:
         session = cluster.connect()
     except BaseException:
         cluster.shutdown()
         raise
+    finally:
+        driver_log.removeFilter(quiet)
     return cluster, session
 
 
