@@ -373,7 +373,14 @@ def migrate(**kw: Any) -> None:
     try:
         applied = asyncio.run(
             cassandra.migrate(
-                list(c.contact_points), c.keyspace, replication=replication, layout=layout
+                list(c.contact_points),
+                c.keyspace,
+                replication=replication,
+                layout=layout,
+                local_dc=c.local_dc,
+                username=c.username,
+                password=c.password,
+                connect_timeout_s=c.connect_timeout_s,
             )
         )
     except StoreUnavailable as exc:

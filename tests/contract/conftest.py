@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,13 @@ from tests.conftest import require_server
 LAYOUT = ClusterLayout(shard_count=1 << 20, bucket_ms=60_000, created_ms=1_700_000_000_000)
 
 
+def _run_outside_loop(coro: Coroutine[Any, Any, object]) -> None:
+    """Run a coroutine to completion from sync code that may sit inside a running loop
+    (the session fixture is first reached from the async `store` fixture)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
 @pytest.fixture(scope="session")
 def cassandra_keyspace() -> Iterator[tuple[str, str]]:
     """One keyspace for the whole contract run (schema changes are slow in Cassandra)."""
@@ -24,9 +33,9 @@ def cassandra_keyspace() -> Iterator[tuple[str, str]]:
     from clockwork_svc.storage import cassandra
 
     keyspace = "contract_" + uuid.uuid4().hex[:12]
-    asyncio.run(cassandra.create_cluster_for_tests([address], keyspace, LAYOUT))
+    _run_outside_loop(cassandra.create_cluster_for_tests([address], keyspace, LAYOUT))
     yield address, keyspace
-    asyncio.run(cassandra.drop_keyspace_for_tests([address], keyspace))
+    _run_outside_loop(cassandra.drop_keyspace_for_tests([address], keyspace))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)])

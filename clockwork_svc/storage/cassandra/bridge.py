@@ -12,7 +12,7 @@ Driver errors that mean "unreachable, overloaded or timed out" become
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,14 +34,15 @@ from clockwork_svc.storage.cassandra.connecting import PROFILE_DEFAULT
 T = TypeVar("T")
 Row = dict[str, Any]
 
-_UNAVAILABLE = (
+# Driver errors that mean "unreachable, overloaded or timed out": retrying may succeed.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     NoHostAvailable,
     OperationTimedOut,
     Unavailable,
     Timeout,  # ReadTimeout, WriteTimeout (including an unknown CAS outcome)
     CoordinationFailure,  # ReadFailure, WriteFailure
     CDCWriteFailure,
-    ConnectionException,
+    ConnectionException,  # ConnectionShutdown, ProtocolVersionUnsupported
     ConnectionBusy,
     OverloadedErrorMessage,
     IsBootstrappingErrorMessage,
@@ -56,7 +57,7 @@ class Page:
 
 def translate(exc: BaseException) -> BaseException:
     """The exception to raise for a driver error (StoreUnavailable with the cause)."""
-    if isinstance(exc, _UNAVAILABLE):
+    if isinstance(exc, UNAVAILABLE_ERRORS):
         mapped = StoreUnavailable(f"cassandra: {type(exc).__name__}: {exc}")
         mapped.__cause__ = exc
         return mapped
@@ -72,6 +73,13 @@ def _settle_result(future: asyncio.Future[Page], page: Page) -> None:
 def _settle_error(future: asyncio.Future[Page], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(translate(exc))
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop, settle: Any, *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(settle, *args)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting for this result any more
 
 
 async def execute(
@@ -94,20 +102,51 @@ async def execute(
         response = session.execute_async(
             statement, params, execution_profile=profile, paging_state=paging_state
         )
-    except _UNAVAILABLE as exc:
+    except UNAVAILABLE_ERRORS as exc:
         raise translate(exc) from exc
 
     def on_result(rows: Any) -> None:
         # Runs on a driver thread; ResultSet here only wraps the page already received.
         page = ResultSet(response, rows)
-        result = Page(list(page.current_rows or ()), page.paging_state)
-        loop.call_soon_threadsafe(_settle_result, future, result)
+        _hand_over(loop, _settle_result, future, Page(list(page.current_rows), page.paging_state))
 
     def on_error(exc: BaseException) -> None:
-        loop.call_soon_threadsafe(_settle_error, future, exc)
+        _hand_over(loop, _settle_error, future, exc)
 
     response.add_callbacks(on_result, on_error)
     return await future
+
+
+async def pages(
+    session: Any,
+    statement: Any,
+    params: Sequence[Any] | None = None,
+    *,
+    max_rows: int,
+    page_size: int = 5000,
+    profile: Any = PROFILE_DEFAULT,
+) -> AsyncIterator[list[Row]]:
+    """Pages of a query, one request (and one await) each, until `max_rows` or the end.
+
+    Callers convert each page as it arrives, so no single step holds the loop for long.
+    """
+    remaining = max_rows
+    paging_state: bytes | None = None
+    while remaining > 0:
+        page = await execute(
+            session,
+            statement,
+            params,
+            profile=profile,
+            fetch_size=min(page_size, remaining),
+            paging_state=paging_state,
+        )
+        rows = page.rows[:remaining]
+        remaining -= len(rows)
+        yield rows
+        paging_state = page.paging_state
+        if paging_state is None:
+            break
 
 
 async def fetch(
@@ -119,23 +158,13 @@ async def fetch(
     page_size: int = 5000,
     profile: Any = PROFILE_DEFAULT,
 ) -> list[Row]:
-    """Rows of a query, following pages (one await each) until `max_rows` or the end."""
+    """All rows of a query up to `max_rows`, following pages."""
     rows: list[Row] = []
-    paging_state: bytes | None = None
-    while len(rows) < max_rows:
-        page = await execute(
-            session,
-            statement,
-            params,
-            profile=profile,
-            fetch_size=min(page_size, max(max_rows - len(rows), 1)),
-            paging_state=paging_state,
-        )
-        rows += page.rows
-        paging_state = page.paging_state
-        if paging_state is None:
-            break
-    return rows[:max_rows]
+    async for page in pages(
+        session, statement, params, max_rows=max_rows, page_size=page_size, profile=profile
+    ):
+        rows += page
+    return rows
 
 
 async def first(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypeGuard
 
 from clockwork_svc.domain.codec import spec_from_json
 from clockwork_svc.domain.model import Execution, Firing, Outcome, Schedule, ScheduleState
@@ -33,7 +33,7 @@ def index_part(key: str) -> int:
     return int.from_bytes(digest, "big") % INDEX_PARTS
 
 
-def is_schedule(row: Row | None) -> bool:
+def is_schedule(row: Row | None) -> TypeGuard[Row]:
     """`record_progress` may leave a partial row (no id) for a missing schedule."""
     return row is not None and row.get("id") is not None
 

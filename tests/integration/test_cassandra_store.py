@@ -1,0 +1,163 @@
+"""Behaviour of the Cassandra store beyond the shared contract (tests/contract):
+partial rows, the schedule index, firing TTLs and error mapping."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from clockwork_svc.domain.model import Outcome, Progress
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage import cassandra
+from clockwork_svc.storage.cassandra import bridge, connecting, rows
+from clockwork_svc.storage.cassandra.store import firing_ttl_s
+from tests.conftest import require_server
+from tests.contract.test_store_contract import make_schedule
+from tests.integration.test_cassandra_schema import LAYOUT, _firing, run_outside_loop
+
+DAY_S = 86_400
+RETENTION_S = 7 * DAY_S
+
+
+@pytest.fixture(scope="module")
+def keyspace() -> Iterator[tuple[str, str]]:
+    address = require_server("CLOCKWORK_CASSANDRA")
+    name = "store_" + uuid.uuid4().hex[:12]
+    run_outside_loop(cassandra.create_cluster_for_tests([address], name, LAYOUT))
+    yield address, name
+    run_outside_loop(cassandra.drop_keyspace_for_tests([address], name))
+
+
+@pytest.fixture
+async def store(keyspace: tuple[str, str]) -> AsyncIterator[cassandra.CassandraStore]:
+    address, name = keyspace
+    opened = await cassandra.CassandraStore.open([address], name)
+    yield opened
+    await opened.close()
+
+
+async def cql(keyspace: tuple[str, str], text: str, *params: Any) -> list[dict[str, Any]]:
+    address, name = keyspace
+    cluster, session = await connecting.connect([address], timeout_s=30)
+    try:
+        return await bridge.fetch(session, text.format(ks=name), params, max_rows=1000)
+    finally:
+        await connecting.shutdown(cluster)
+
+
+@pytest.mark.cassandra
+async def test_insert_succeeds_over_a_partial_row_left_by_progress(
+    store: cassandra.CassandraStore,
+) -> None:
+    tenant = "t-" + uuid.uuid4().hex[:8]
+    await store.record_progress(tenant, "k", Progress(5, 4, Outcome.SUCCEEDED, 3))
+    assert await store.get_schedule(tenant, "k") is None
+    assert await store.list_schedules(tenant, None, 10) == []
+    s = make_schedule(tenant, "k")
+    assert await store.insert_schedule(s) is None
+    assert await store.get_schedule(tenant, "k") == s
+    assert await store.insert_schedule(dataclasses.replace(s, id="other")) == s
+
+
+@pytest.mark.cassandra
+async def test_list_skips_index_entries_without_a_schedule_and_fills_the_page(
+    store: cassandra.CassandraStore, keyspace: tuple[str, str]
+) -> None:
+    tenant = "t-" + uuid.uuid4().hex[:8]
+    real = [f"k{i:02d}" for i in range(0, 20, 2)]
+    for key in real:
+        await store.insert_schedule(make_schedule(tenant, key))
+    for key in (f"k{i:02d}" for i in range(1, 20, 2)):  # as if a crash followed the index write
+        await cql(
+            keyspace,
+            "INSERT INTO {ks}.schedule_index (tenant, part, key) VALUES (%s, %s, %s)",
+            tenant,
+            rows.index_part(key),
+            key,
+        )
+    assert [s.key for s in await store.list_schedules(tenant, None, 4)] == real[:4]
+    assert [s.key for s in await store.list_schedules(tenant, "k05", 100)] == real[3:]
+
+
+@pytest.mark.cassandra
+async def test_firing_rows_live_until_due_plus_retention(
+    store: cassandra.CassandraStore, keyspace: tuple[str, str]
+) -> None:
+    now_ms = int(time.time() * 1000)
+    shard = uuid.uuid4().int % LAYOUT.shard_count
+    soon = _firing(shard, now_ms + DAY_S * 1000)
+    past = _firing(shard, now_ms - 30 * DAY_S * 1000)
+    far = _firing(shard, now_ms + 30 * 365 * DAY_S * 1000)  # beyond any TTL: none at all
+    await store.put_firings([soon, past, far])
+    await store.mark_done(soon)
+
+    async def ttls(f: Any) -> dict[str, Any]:
+        found = await cql(
+            keyspace,
+            "SELECT TTL(tenant) AS row_ttl, TTL(done) AS done_ttl FROM {ks}.firings "
+            "WHERE shard = %s AND bucket = %s AND fire_at_ms = %s AND firing_id = %s",
+            f.shard,
+            f.fire_at_ms // LAYOUT.bucket_ms,
+            f.fire_at_ms,
+            f.firing_id,
+        )
+        return found[0]
+
+    soon_ttls = await ttls(soon)
+    assert abs(soon_ttls["row_ttl"] - (DAY_S + RETENTION_S)) < 60
+    assert abs(soon_ttls["done_ttl"] - (DAY_S + RETENTION_S)) < 60
+    assert abs((await ttls(past))["row_ttl"] - RETENTION_S) < 60
+    assert (await ttls(far))["row_ttl"] is None
+    got = await store.get_firing(shard, soon.fire_at_ms, soon.firing_id)
+    assert got == dataclasses.replace(soon, done=True)
+
+
+@pytest.mark.cassandra
+async def test_mark_done_of_an_unknown_firing_is_invisible(store: cassandra.CassandraStore) -> None:
+    shard = uuid.uuid4().int % LAYOUT.shard_count
+    ghost = _firing(shard, 1_800_000_000_000)
+    await store.mark_done(ghost)
+    assert await store.get_firing(shard, ghost.fire_at_ms, ghost.firing_id) is None
+    assert await store.scan_firings(shard, (ghost.fire_at_ms, ""), ghost.fire_at_ms + 1, 10) == []
+
+
+def test_firing_ttl_is_time_until_due_plus_retention() -> None:
+    now_s = 1_800_000_000.0
+    assert firing_ttl_s(int(now_s * 1000) + 3_600_000, RETENTION_S, now_s) == 3600 + RETENTION_S
+    assert firing_ttl_s(int(now_s * 1000) - 3_600_000, RETENTION_S, now_s) == RETENTION_S
+    assert firing_ttl_s(int(now_s * 1000) + 1, RETENTION_S, now_s) == 1 + RETENTION_S
+
+
+def test_firing_ttl_is_none_where_cassandra_cannot_expire_the_row() -> None:
+    now_s = 1_800_000_000.0  # 2027
+    twelve_years_ms = int((now_s + 12 * 365 * DAY_S) * 1000)  # past 2038-01-19
+    assert firing_ttl_s(twelve_years_ms, RETENTION_S, now_s) == 0
+    after_2038 = 2_200_000_000.0
+    assert firing_ttl_s(int(after_2038 * 1000), RETENTION_S, after_2038) == RETENTION_S
+    assert firing_ttl_s(int((after_2038 + 21 * 365 * DAY_S) * 1000), 1, after_2038) == 0
+
+
+def test_driver_availability_errors_become_store_unavailable() -> None:
+    by_name = {cls.__name__: cls for cls in bridge.UNAVAILABLE_ERRORS}
+    timed_out = by_name["OperationTimedOut"]("no response")
+    mapped = bridge.translate(timed_out)
+    assert isinstance(mapped, StoreUnavailable)
+    assert mapped.__cause__ is timed_out
+    unavailable = by_name["NoHostAvailable"]("Unable to connect to any servers", {})
+    assert isinstance(bridge.translate(unavailable), StoreUnavailable)
+    bad_query = ValueError("not a driver availability error")
+    assert bridge.translate(bad_query) is bad_query
+
+
+def test_contact_points_parse() -> None:
+    assert connecting.parse_contact_point("db:9043") == ("db", 9043)
+    assert connecting.parse_contact_point("db") == ("db", 9042)
+    assert connecting.parse_contact_point("[::1]:9044") == ("::1", 9044)
+    for bad in ("", ":9042", "db:x", "db:70000", "[::1"):
+        with pytest.raises(ValueError, match="contact point"):
+            connecting.parse_contact_point(bad)
