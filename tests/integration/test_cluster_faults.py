@@ -159,6 +159,13 @@ async def schedule_one_shots(
     return expected
 
 
+def epochs(status: dict[str, object]) -> dict[str, int]:
+    """Shard -> epoch, from `clockwork cluster status --json`."""
+    workers = status["workers"]
+    assert isinstance(workers, list)
+    return {s: e for w in workers for s, e in w["shards"].items()}
+
+
 async def settle(sink: RecordingSink, expected: dict[str, int], timeout_s: float) -> CheckResult:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -183,6 +190,7 @@ async def test_no_faults_no_loss_no_duplicates(cluster: Cluster, sink: Recording
 async def test_kill_9_worker_loses_nothing(cluster: Cluster, sink: RecordingSink) -> None:
     await cluster.start(workers=3)
     await cluster.wait_all_owned(3, 30)
+    before = epochs(await cluster.status())
     expected = await schedule_one_shots(cluster, sink, 300, 2000, 12_000)
     await asyncio.sleep(4)
     killed_at = time.monotonic()
@@ -192,6 +200,9 @@ async def test_kill_9_worker_loses_nothing(cluster: Cluster, sink: RecordingSink
     print(f"kill -9: takeover {takeover:.2f}s;", result.summary())
     assert takeover <= TTL + 2, takeover
     assert result.lost == [] and result.unexpected == [], cluster.logs()
+    after = epochs(await cluster.status())
+    assert all(after[s] >= before[s] for s in before), (before, after)
+    assert any(after[s] > before[s] for s in before)
 
 
 async def test_sigstop_past_lease_then_resume_applies_no_stale_write(
@@ -212,10 +223,6 @@ async def test_sigstop_past_lease_then_resume_applies_no_stale_write(
     after = await cluster.status()
     print("sigstop:", result.summary())
     assert result.lost == [] and result.unexpected == [], cluster.logs()
-
-    # Epochs only increase per shard.
-    def epochs(status: dict[str, object]) -> dict[str, int]:
-        return {s: e for w in status["workers"] for s, e in w["shards"].items()}  # type: ignore[attr-defined]
 
     old, new = epochs(before), epochs(after)
     assert all(new[s] >= old[s] for s in old if s in new)

@@ -92,6 +92,29 @@ async def test_one_shot_fires_on_time_with_payload_and_headers(
     assert [e.outcome for e in executions.executions] == [pb.SUCCEEDED]
 
 
+async def test_ops_endpoint_serves_metrics_and_health(
+    node: app.Node, client: ClockworkClient, sink: RecordingSink
+) -> None:
+    import aiohttp
+
+    await client.create("m", spec(sink.url + "/m", triggers.OnceTrigger(now_ms())))
+    await sink.wait_for("/m", 1, timeout_s=5)
+    await asyncio.sleep(0.3)
+    assert node.ops is not None
+    base = f"http://127.0.0.1:{node.ops.port}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(base + "/healthz") as health:
+            assert health.status == 200
+        async with http.get(base + "/readyz") as ready:
+            assert ready.status == 200
+        async with http.get(base + "/metrics") as metrics:
+            text = await metrics.text()
+    assert 'clockwork_firings_total{outcome="succeeded"} 1.0' in text
+    assert "clockwork_schedules_created_total 1.0" in text
+    assert "clockwork_fire_lag_seconds_count 1.0" in text
+    assert "clockwork_shards_owned 8.0" in text
+
+
 async def test_interval_fires_count_times_then_completes(
     client: ClockworkClient, sink: RecordingSink
 ) -> None:

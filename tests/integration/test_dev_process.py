@@ -137,3 +137,25 @@ async def test_unreachable_server_is_one_clear_line() -> None:
     assert code == 1
     assert err.startswith("error: UNAVAILABLE")
     await asyncio.sleep(0)
+
+
+async def test_unreachable_cassandra_retries_then_fails_with_one_clear_line() -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    code, _, err = await run_cli(
+        "api",
+        "--cassandra",
+        closed,
+        "--cassandra-connect-timeout",
+        "3",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--ops-listen",
+        "127.0.0.1:0",
+    )
+    elapsed = time.monotonic() - started
+    assert code == 1
+    assert 2.5 <= elapsed < 30
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Error: store unavailable") and closed in last
