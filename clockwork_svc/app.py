@@ -105,7 +105,13 @@ async def start_node(
         if api:
             on_new = node.worker.offer if node.worker is not None else (lambda firing: None)
             scheduling = Scheduling(
-                store, clock, layout, settings.api.limits, on_new, metrics.schedules_created.inc
+                store,
+                clock,
+                layout,
+                settings.api.limits,
+                settings.targets,
+                on_new_firing=on_new,
+                on_created=metrics.schedules_created.inc,
             )
             node.api = await start_server(
                 scheduling, metrics, settings.api.listen, settings.api.auth, settings.api.tls

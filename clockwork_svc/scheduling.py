@@ -15,10 +15,12 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import ClusterLayout, Execution, Firing, Schedule, ScheduleState
+from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
 from clockwork_svc.domain.spec import Limits, ScheduleSpec, validate_key, validate_spec
 from clockwork_svc.errors import (
     AlreadyExists,
@@ -46,6 +48,7 @@ class Scheduling:
         clock: Clock,
         layout: ClusterLayout,
         limits: Limits,
+        targets: AddressPolicy | None = None,
         on_new_firing: Callable[[Firing], None] = lambda firing: None,
         on_created: Callable[[], None] = lambda: None,
     ) -> None:
@@ -53,14 +56,26 @@ class Scheduling:
         self._clock = clock
         self._layout = layout
         self._limits = limits
+        self._targets = targets or AddressPolicy()
         self._on_new_firing = on_new_firing
         self._on_created = on_created
 
     # --- create ------------------------------------------------------------------------
 
+    def _validate(self, spec: ScheduleSpec) -> None:
+        validate_spec(spec, self._limits)
+        host = urlsplit(spec.target.url).hostname or ""
+        address = literal_address(host)
+        if address is not None and not self._targets.permits(address):
+            raise InvalidArgument(
+                "spec.http.url",
+                f"callbacks may not reach {address} (loopback, private, link-local or "
+                "reserved); an operator can allow networks with --allow-private-targets",
+            )
+
     async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
         validate_key(key)
-        validate_spec(spec, self._limits)
+        self._validate(spec)
         now = self._clock.now_ms()
         schedule, firing = planning.new_schedule(
             tenant, key, spec, uuid.uuid4().hex, now, self._layout
@@ -117,7 +132,7 @@ class Scheduling:
     async def update(
         self, tenant: str, key: str, spec: ScheduleSpec, expected_version: int = 0
     ) -> Schedule:
-        validate_spec(spec, self._limits)
+        self._validate(spec)
         for _ in range(_CAS_ATTEMPTS):
             current = await self.get(tenant, key)
             if expected_version and current.version != expected_version:

@@ -244,12 +244,14 @@ def dev(**kw: Any) -> None:
 @_cassandra_options
 @_api_options
 @_ops_options
+@_targets_option
 def api(**kw: Any) -> None:
     """Run the stateless gRPC API against Cassandra."""
     settings = ProcessSettings(
         store=StoreSettings(kind="cassandra", cassandra=_cassandra_settings(kw)),
         api=_api_settings(kw, auth_required=not _is_loopback(kw["listen"])),
         ops=_ops_settings(kw),
+        targets=_target_policy(kw, allow_loopback=False),
     )
     _run(settings, api=True, worker=False)
 

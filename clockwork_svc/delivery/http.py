@@ -136,6 +136,8 @@ def classify(status: int, headers: Any, body: bytes, now_s: int) -> DeliveryResu
     text = body.decode("utf-8", "replace")
     if 300 <= status < 400:
         return DeliveryResult(False, False, status, f"redirect not followed: {status}")
+    if status == 410:
+        return DeliveryResult(False, False, status, f"HTTP 410 Gone: {text}", stop_schedule=True)
     retry_after = _retry_after_ms(headers.get("Retry-After"), now_s)
     retryable = status >= 500 or status in (408, 425, 429)
     return DeliveryResult(False, retryable, status, f"HTTP {status}: {text}", retry_after)

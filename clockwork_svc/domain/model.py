@@ -124,7 +124,8 @@ class DeliveryResult:
     """What a delivery sink reports for one attempt.
 
     `retryable` distinguishes transient failures (5xx, timeouts, connection errors)
-    from permanent ones; `retry_after_ms` carries a server's Retry-After hint.
+    from permanent ones; `retry_after_ms` carries a server's Retry-After hint;
+    `stop_schedule` asks for the whole schedule to stop (HTTP 410 Gone).
     """
 
     ok: bool
@@ -132,3 +133,4 @@ class DeliveryResult:
     status_code: int = 0
     error: str = ""
     retry_after_ms: int | None = None
+    stop_schedule: bool = False

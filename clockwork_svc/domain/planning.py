@@ -199,6 +199,23 @@ class Settled:
     retry: Firing | None
 
 
+def _retry_at(
+    schedule: Schedule, firing: Firing, result: DeliveryResult, finished_ms: int, rnd: float
+) -> int | None:
+    """When the next attempt is due, or None if there is none (permanent failure,
+    attempts exhausted, or the retry would come later than the policy's max age)."""
+    policy = schedule.spec.retry
+    if result.ok or not result.retryable or firing.attempt >= retry.attempts_allowed(policy):
+        return None
+    delay = retry.retry_delay_ms(policy, firing.attempt, rnd)
+    if result.retry_after_ms is not None:
+        delay = max(delay, result.retry_after_ms)
+    at = finished_ms + delay
+    if policy.max_age_ms and at - firing.occurrence_ms > policy.max_age_ms:
+        return None
+    return at
+
+
 def settle(
     schedule: Schedule,
     firing: Firing,
@@ -210,23 +227,20 @@ def settle(
 ) -> Settled:
     """Turn a delivery result into an execution record and, if due, a retry firing."""
     retry_firing = None
+    error = result.error
+    retry_at = _retry_at(schedule, firing, result, finished_ms, rnd)
     if result.ok:
         outcome = Outcome.SUCCEEDED
-    elif result.retryable and firing.attempt < retry.attempts_allowed(schedule.spec.retry):
-        delay = retry.retry_delay_ms(schedule.spec.retry, firing.attempt, rnd)
-        if result.retry_after_ms is not None:
-            delay = max(delay, result.retry_after_ms)
+    elif retry_at is None:
+        outcome = Outcome.FAILED
+        policy = schedule.spec.retry
+        if result.retryable and firing.attempt < retry.attempts_allowed(policy):
+            error = f"{error} (retry max age of {policy.max_age_ms} ms reached)"
+    else:
         retry_firing = make_firing(
-            schedule,
-            layout,
-            firing.seq,
-            firing.occurrence_ms,
-            firing.attempt + 1,
-            finished_ms + delay,
+            schedule, layout, firing.seq, firing.occurrence_ms, firing.attempt + 1, retry_at
         )
         outcome = Outcome.RETRYING
-    else:
-        outcome = Outcome.FAILED
     execution = Execution(
         tenant=firing.tenant,
         schedule_key=firing.schedule_key,
@@ -239,7 +253,7 @@ def settle(
         duration_ms=max(0, finished_ms - started_ms),
         outcome=outcome,
         status_code=result.status_code,
-        error=result.error[:1024],
+        error=error[:1024],
         next_attempt_ms=retry_firing.fire_at_ms if retry_firing else None,
     )
     return Settled(execution, retry_firing)

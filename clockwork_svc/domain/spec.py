@@ -66,17 +66,21 @@ class RetryPolicy:
     initial_delay_ms: int = 0
     max_delay_ms: int = 0
     multiplier: float = 0.0
+    # Give up once this long has passed since the occurrence was due (0: no limit).
+    max_age_ms: int = 0
 
     def resolved(self) -> RetryPolicy:
         """The policy with defaults filled in (DEFAULT means exponential, 5 attempts)."""
         kind = RetryKind.EXPONENTIAL if self.kind is RetryKind.DEFAULT else self.kind
         if kind is RetryKind.NONE:
-            return RetryPolicy(kind, 1, 0, 0, 0.0)
+            return RetryPolicy(kind, 1, 0, 0, 0.0, self.max_age_ms)
         attempts = self.max_attempts or 5
         initial = self.initial_delay_ms or 1_000
         max_delay = self.max_delay_ms or (initial if kind is RetryKind.FIXED else 300_000)
         multiplier = self.multiplier or 2.0
-        return RetryPolicy(kind, attempts, initial, max(max_delay, initial), multiplier)
+        return RetryPolicy(
+            kind, attempts, initial, max(max_delay, initial), multiplier, self.max_age_ms
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,8 @@ def _validate_retry(policy: RetryPolicy, prefix: str) -> None:
         raise InvalidArgument(f"{prefix}.initial_delay", "must be between 0 and 7 days")
     if not 0 <= policy.max_delay_ms <= MAX_RETRY_DELAY_MS:
         raise InvalidArgument(f"{prefix}.max_delay", "must be between 0 and 7 days")
+    if not 0 <= policy.max_age_ms <= MAX_RELEVANCY_MS:
+        raise InvalidArgument(f"{prefix}.max_age", "must be between 0 and 30 days")
     if not (policy.multiplier == 0.0 or 1.0 <= policy.multiplier <= 100.0):
         raise InvalidArgument(f"{prefix}.multiplier", "must be 0 (default) or between 1 and 100")
 

@@ -121,6 +121,7 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
         initial_delay_ms=dur_to_ms(spec.retry.initial_delay, f"{prefix}.retry.initial_delay"),
         max_delay_ms=dur_to_ms(spec.retry.max_delay, f"{prefix}.retry.max_delay"),
         multiplier=spec.retry.multiplier,
+        max_age_ms=dur_to_ms(spec.retry.max_age, f"{prefix}.retry.max_age"),
     )
     if spec.retry.kind not in _RETRY_KINDS:
         raise InvalidArgument(f"{prefix}.retry.kind", "unknown retry kind")
@@ -161,6 +162,8 @@ def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
     out.retry.kind = _RETRY_KINDS_PB[r.kind]
     out.retry.max_attempts = r.max_attempts
     out.retry.multiplier = r.multiplier
+    if r.max_age_ms:
+        out.retry.max_age.CopyFrom(ms_to_dur(r.max_age_ms))
     if r.initial_delay_ms:
         out.retry.initial_delay.CopyFrom(ms_to_dur(r.initial_delay_ms))
     if r.max_delay_ms:

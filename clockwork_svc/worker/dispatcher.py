@@ -16,7 +16,14 @@ from collections.abc import Callable
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
-from clockwork_svc.domain.model import ClusterLayout, Firing, Outcome, Progress, ScheduleState
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    Firing,
+    Outcome,
+    Progress,
+    Schedule,
+    ScheduleState,
+)
 from clockwork_svc.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,8 @@ class Dispatcher:
             await self._store.put_firings([settled.retry])
             self._on_new_firing(settled.retry)
         await self._store.record_execution(settled.execution)
+        if result.stop_schedule:
+            await self._stop_schedule(schedule, now)
         outcome = settled.execution.outcome
         await self._finish(firing, dataclasses.replace(progress, last_outcome=outcome))
         self._metrics.firings.labels(outcome.value).inc()
@@ -99,6 +108,20 @@ class Dispatcher:
                 settled.execution.error,
             )
         return outcome
+
+    async def _stop_schedule(self, schedule: Schedule, now: int) -> None:
+        """The target answered 410 Gone: cancel the schedule (as a client's cancel would)."""
+        stopped = dataclasses.replace(
+            schedule,
+            state=ScheduleState.CANCELLED,
+            version=schedule.version + 1,
+            updated_ms=now,
+            next_fire_ms=None,
+        )
+        if await self._store.replace_schedule(stopped, schedule.version):
+            log.info(
+                "schedule %s/%s cancelled: target answered 410 Gone", schedule.tenant, schedule.key
+            )
 
     async def _finish(self, firing: Firing, progress: Progress) -> None:
         await self._store.record_progress(firing.tenant, firing.schedule_key, progress)

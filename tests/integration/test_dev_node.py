@@ -167,6 +167,38 @@ async def test_permanent_client_error_is_not_retried(
     assert len(sink.at("/gone")) == 1
 
 
+async def test_410_gone_cancels_the_schedule(client: ClockworkClient, sink: RecordingSink) -> None:
+    sink.responder = lambda path, n: 410
+    await client.create("gone410", spec(sink.url + "/g", triggers.IntervalTrigger(1000)))
+    await sink.wait_for("/g", 1, timeout_s=5)
+    await asyncio.sleep(2.5)
+    assert len(sink.at("/g")) == 1
+    schedule = await client.get("gone410")
+    assert schedule.state == pb.CANCELLED
+    [execution] = (await client.executions("gone410")).executions
+    assert execution.outcome == pb.FAILED and execution.status_code == 410
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.1.2.3/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://100.64.0.1/",
+        "http://192.168.0.1:8080/",
+        "http://[fd00::1]/",
+        "http://0.0.0.0/",
+    ],
+)
+async def test_literal_private_targets_are_refused_at_create(
+    client: ClockworkClient, url: str
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await client.create("ssrf", spec(url, triggers.OnceTrigger(now_ms() + 60_000)))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("spec.http.url:")
+
+
 async def test_cancel_and_pause_stop_delivery_and_resume_restarts(
     client: ClockworkClient, sink: RecordingSink
 ) -> None:

@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$clockwork_svc/api/v1/scheduler.proto\x12\x10\x63lockwork.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n\x0bOnceTrigger\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9e\x01\n\x0fIntervalTrigger\x12(\n\x05\x65very\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x04 \x01(\r\"\x96\x01\n\x0b\x43ronTrigger\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x10\n\x08timezone\x18\x02 \x01(\t\x12)\n\x05start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x05 \x01(\r\"\xc1\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12:\n\x07headers\x18\x03 \x03(\x0b\x32).clockwork.api.v1.HttpTarget.HeadersEntry\x12*\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8d\x02\n\x0bRetryPolicy\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".clockwork.api.v1.RetryPolicy.Kind\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\r\x12\x30\n\rinitial_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tmax_delay\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nmultiplier\x18\x05 \x01(\x01\"B\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04NONE\x10\x01\x12\t\n\x05\x46IXED\x10\x02\x12\x0f\n\x0b\x45XPONENTIAL\x10\x03\"\xcd\x03\n\x0cScheduleSpec\x12-\n\x04once\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.OnceTriggerH\x00\x12\x35\n\x08interval\x18\x02 \x01(\x0b\x32!.clockwork.api.v1.IntervalTriggerH\x00\x12-\n\x04\x63ron\x18\x03 \x01(\x0b\x32\x1d.clockwork.api.v1.CronTriggerH\x00\x12,\n\x04http\x18\x04 \x01(\x0b\x32\x1c.clockwork.api.v1.HttpTargetH\x01\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12,\n\x05retry\x18\x06 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06jitter\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cordering_key\x18\t \x01(\t\x12\x30\n\x07misfire\x18\n \x01(\x0e\x32\x1f.clockwork.api.v1.MisfirePolicyB\t\n\x07triggerB\x08\n\x06target\"\xc1\x03\n\x08Schedule\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12,\n\x04spec\x18\x04 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\x12.\n\x05state\x18\x05 \x01(\x0e\x32\x1f.clockwork.api.v1.ScheduleState\x12\x0f\n\x07version\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0enext_fire_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_fire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0clast_outcome\x18\x0b \x01(\x0e\x32\x19.clockwork.api.v1.Outcome\x12\x13\n\x0b\x66ired_count\x18\x0c \x01(\x04\x12\r\n\x05shard\x18\r \x01(\r\"R\n\x15\x43reateScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\"W\n\x16\x43reateScheduleResponse\x12,\n\x08schedule\x18\x01 \x01(\x0b\x32\x1a.clockwork.api.v1.Schedule\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"X\n\x1b\x42\x61tchCreateSchedulesRequest\x12\x39\n\x08requests\x18\x01 \x03(\x0b\x32\'.clockwork.api.v1.CreateScheduleRequest\"n\n\x11\x42\x61tchCreateResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12:\n\x08response\x18\x03 \x01(\x0b\x32(.clockwork.api.v1.CreateScheduleResponse\"T\n\x1c\x42\x61tchCreateSchedulesResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.clockwork.api.v1.BatchCreateResult\"!\n\x12GetScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"=\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"_\n\x15ListSchedulesResponse\x12-\n\tschedules\x18\x01 \x03(\x0b\x32\x1a.clockwork.api.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"l\n\x15UpdateScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"#\n\x14PauseScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"$\n\x15ResumeScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"$\n\x15\x43\x61ncelScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x8b\x03\n\tExecution\x12\x11\n\tfiring_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65livery_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x33\n\x0foccurrence_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x64ue_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07outcome\x18\x08 \x01(\x0e\x32\x19.clockwork.api.v1.Outcome\x12\x13\n\x0bstatus_code\x18\t \x01(\x05\x12\r\n\x05\x65rror\x18\n \x01(\t\x12\x35\n\x11next_attempt_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"K\n\x15ListExecutionsRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"b\n\x16ListExecutionsResponse\x12/\n\nexecutions\x18\x01 \x03(\x0b\x32\x1b.clockwork.api.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*J\n\rMisfirePolicy\x12\x1e\n\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x46IRE_LATEST\x10\x01\x12\x08\n\x04SKIP\x10\x02*e\n\rScheduleState\x12\x1e\n\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06\x41\x43TIVE\x10\x01\x12\n\n\x06PAUSED\x10\x02\x12\r\n\tCANCELLED\x10\x03\x12\r\n\tCOMPLETED\x10\x04*X\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\x0c\n\x08RETRYING\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\x12\x0b\n\x07\x45XPIRED\x10\x04\x32\xe0\x06\n\x10SchedulerService\x12\x63\n\x0e\x43reateSchedule\x12\'.clockwork.api.v1.CreateScheduleRequest\x1a(.clockwork.api.v1.CreateScheduleResponse\x12u\n\x14\x42\x61tchCreateSchedules\x12-.clockwork.api.v1.BatchCreateSchedulesRequest\x1a..clockwork.api.v1.BatchCreateSchedulesResponse\x12O\n\x0bGetSchedule\x12$.clockwork.api.v1.GetScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12`\n\rListSchedules\x12&.clockwork.api.v1.ListSchedulesRequest\x1a\'.clockwork.api.v1.ListSchedulesResponse\x12U\n\x0eUpdateSchedule\x12\'.clockwork.api.v1.UpdateScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12S\n\rPauseSchedule\x12&.clockwork.api.v1.PauseScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12U\n\x0eResumeSchedule\x12\'.clockwork.api.v1.ResumeScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12U\n\x0e\x43\x61ncelSchedule\x12\'.clockwork.api.v1.CancelScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12\x63\n\x0eListExecutions\x12\'.clockwork.api.v1.ListExecutionsRequest\x1a(.clockwork.api.v1.ListExecutionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$clockwork_svc/api/v1/scheduler.proto\x12\x10\x63lockwork.api.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n\x0bOnceTrigger\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9e\x01\n\x0fIntervalTrigger\x12(\n\x05\x65very\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x05start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x04 \x01(\r\"\x96\x01\n\x0b\x43ronTrigger\x12\x12\n\nexpression\x18\x01 \x01(\t\x12\x10\n\x08timezone\x18\x02 \x01(\t\x12)\n\x05start\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x63ount\x18\x05 \x01(\r\"\xc1\x01\n\nHttpTarget\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12:\n\x07headers\x18\x03 \x03(\x0b\x32).clockwork.api.v1.HttpTarget.HeadersEntry\x12*\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb9\x02\n\x0bRetryPolicy\x12\x30\n\x04kind\x18\x01 \x01(\x0e\x32\".clockwork.api.v1.RetryPolicy.Kind\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\r\x12\x30\n\rinitial_delay\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\tmax_delay\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nmultiplier\x18\x05 \x01(\x01\x12*\n\x07max_age\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"B\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04NONE\x10\x01\x12\t\n\x05\x46IXED\x10\x02\x12\x0f\n\x0b\x45XPONENTIAL\x10\x03\"\xcd\x03\n\x0cScheduleSpec\x12-\n\x04once\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.OnceTriggerH\x00\x12\x35\n\x08interval\x18\x02 \x01(\x0b\x32!.clockwork.api.v1.IntervalTriggerH\x00\x12-\n\x04\x63ron\x18\x03 \x01(\x0b\x32\x1d.clockwork.api.v1.CronTriggerH\x00\x12,\n\x04http\x18\x04 \x01(\x0b\x32\x1c.clockwork.api.v1.HttpTargetH\x01\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12,\n\x05retry\x18\x06 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06jitter\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cordering_key\x18\t \x01(\t\x12\x30\n\x07misfire\x18\n \x01(\x0e\x32\x1f.clockwork.api.v1.MisfirePolicyB\t\n\x07triggerB\x08\n\x06target\"\xc1\x03\n\x08Schedule\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12,\n\x04spec\x18\x04 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\x12.\n\x05state\x18\x05 \x01(\x0e\x32\x1f.clockwork.api.v1.ScheduleState\x12\x0f\n\x07version\x18\x06 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0enext_fire_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_fire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0clast_outcome\x18\x0b \x01(\x0e\x32\x19.clockwork.api.v1.Outcome\x12\x13\n\x0b\x66ired_count\x18\x0c \x01(\x04\x12\r\n\x05shard\x18\r \x01(\r\"R\n\x15\x43reateScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\"W\n\x16\x43reateScheduleResponse\x12,\n\x08schedule\x18\x01 \x01(\x0b\x32\x1a.clockwork.api.v1.Schedule\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"X\n\x1b\x42\x61tchCreateSchedulesRequest\x12\x39\n\x08requests\x18\x01 \x03(\x0b\x32\'.clockwork.api.v1.CreateScheduleRequest\"n\n\x11\x42\x61tchCreateResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12:\n\x08response\x18\x03 \x01(\x0b\x32(.clockwork.api.v1.CreateScheduleResponse\"T\n\x1c\x42\x61tchCreateSchedulesResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.clockwork.api.v1.BatchCreateResult\"!\n\x12GetScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"=\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"_\n\x15ListSchedulesResponse\x12-\n\tschedules\x18\x01 \x03(\x0b\x32\x1a.clockwork.api.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"l\n\x15UpdateScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x04spec\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.ScheduleSpec\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"#\n\x14PauseScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"$\n\x15ResumeScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"$\n\x15\x43\x61ncelScheduleRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x8b\x03\n\tExecution\x12\x11\n\tfiring_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65livery_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x33\n\x0foccurrence_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x64ue_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstart_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07outcome\x18\x08 \x01(\x0e\x32\x19.clockwork.api.v1.Outcome\x12\x13\n\x0bstatus_code\x18\t \x01(\x05\x12\r\n\x05\x65rror\x18\n \x01(\t\x12\x35\n\x11next_attempt_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"K\n\x15ListExecutionsRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"b\n\x16ListExecutionsResponse\x12/\n\nexecutions\x18\x01 \x03(\x0b\x32\x1b.clockwork.api.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*J\n\rMisfirePolicy\x12\x1e\n\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x46IRE_LATEST\x10\x01\x12\x08\n\x04SKIP\x10\x02*e\n\rScheduleState\x12\x1e\n\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\n\n\x06\x41\x43TIVE\x10\x01\x12\n\n\x06PAUSED\x10\x02\x12\r\n\tCANCELLED\x10\x03\x12\r\n\tCOMPLETED\x10\x04*X\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\x0c\n\x08RETRYING\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\x12\x0b\n\x07\x45XPIRED\x10\x04\x32\xe0\x06\n\x10SchedulerService\x12\x63\n\x0e\x43reateSchedule\x12\'.clockwork.api.v1.CreateScheduleRequest\x1a(.clockwork.api.v1.CreateScheduleResponse\x12u\n\x14\x42\x61tchCreateSchedules\x12-.clockwork.api.v1.BatchCreateSchedulesRequest\x1a..clockwork.api.v1.BatchCreateSchedulesResponse\x12O\n\x0bGetSchedule\x12$.clockwork.api.v1.GetScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12`\n\rListSchedules\x12&.clockwork.api.v1.ListSchedulesRequest\x1a\'.clockwork.api.v1.ListSchedulesResponse\x12U\n\x0eUpdateSchedule\x12\'.clockwork.api.v1.UpdateScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12S\n\rPauseSchedule\x12&.clockwork.api.v1.PauseScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12U\n\x0eResumeSchedule\x12\'.clockwork.api.v1.ResumeScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12U\n\x0e\x43\x61ncelSchedule\x12\'.clockwork.api.v1.CancelScheduleRequest\x1a\x1a.clockwork.api.v1.Schedule\x12\x63\n\x0eListExecutions\x12\'.clockwork.api.v1.ListExecutionsRequest\x1a(.clockwork.api.v1.ListExecutionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HTTPTARGET_HEADERSENTRY']._loaded_options = None
   _globals['_HTTPTARGET_HEADERSENTRY']._serialized_options = b'8\001'
-  _globals['_MISFIREPOLICY']._serialized_start=3330
-  _globals['_MISFIREPOLICY']._serialized_end=3404
-  _globals['_SCHEDULESTATE']._serialized_start=3406
-  _globals['_SCHEDULESTATE']._serialized_end=3507
-  _globals['_OUTCOME']._serialized_start=3509
-  _globals['_OUTCOME']._serialized_end=3597
+  _globals['_MISFIREPOLICY']._serialized_start=3374
+  _globals['_MISFIREPOLICY']._serialized_end=3448
+  _globals['_SCHEDULESTATE']._serialized_start=3450
+  _globals['_SCHEDULESTATE']._serialized_end=3551
+  _globals['_OUTCOME']._serialized_start=3553
+  _globals['_OUTCOME']._serialized_end=3641
   _globals['_ONCETRIGGER']._serialized_start=123
   _globals['_ONCETRIGGER']._serialized_end=176
   _globals['_INTERVALTRIGGER']._serialized_start=179
@@ -52,43 +52,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HTTPTARGET_HEADERSENTRY']._serialized_start=640
   _globals['_HTTPTARGET_HEADERSENTRY']._serialized_end=686
   _globals['_RETRYPOLICY']._serialized_start=689
-  _globals['_RETRYPOLICY']._serialized_end=958
-  _globals['_RETRYPOLICY_KIND']._serialized_start=892
-  _globals['_RETRYPOLICY_KIND']._serialized_end=958
-  _globals['_SCHEDULESPEC']._serialized_start=961
-  _globals['_SCHEDULESPEC']._serialized_end=1422
-  _globals['_SCHEDULE']._serialized_start=1425
-  _globals['_SCHEDULE']._serialized_end=1874
-  _globals['_CREATESCHEDULEREQUEST']._serialized_start=1876
-  _globals['_CREATESCHEDULEREQUEST']._serialized_end=1958
-  _globals['_CREATESCHEDULERESPONSE']._serialized_start=1960
-  _globals['_CREATESCHEDULERESPONSE']._serialized_end=2047
-  _globals['_BATCHCREATESCHEDULESREQUEST']._serialized_start=2049
-  _globals['_BATCHCREATESCHEDULESREQUEST']._serialized_end=2137
-  _globals['_BATCHCREATERESULT']._serialized_start=2139
-  _globals['_BATCHCREATERESULT']._serialized_end=2249
-  _globals['_BATCHCREATESCHEDULESRESPONSE']._serialized_start=2251
-  _globals['_BATCHCREATESCHEDULESRESPONSE']._serialized_end=2335
-  _globals['_GETSCHEDULEREQUEST']._serialized_start=2337
-  _globals['_GETSCHEDULEREQUEST']._serialized_end=2370
-  _globals['_LISTSCHEDULESREQUEST']._serialized_start=2372
-  _globals['_LISTSCHEDULESREQUEST']._serialized_end=2433
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=2435
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=2530
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=2532
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=2640
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=2642
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=2677
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=2679
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=2715
-  _globals['_CANCELSCHEDULEREQUEST']._serialized_start=2717
-  _globals['_CANCELSCHEDULEREQUEST']._serialized_end=2753
-  _globals['_EXECUTION']._serialized_start=2756
-  _globals['_EXECUTION']._serialized_end=3151
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=3153
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=3228
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=3230
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=3328
-  _globals['_SCHEDULERSERVICE']._serialized_start=3600
-  _globals['_SCHEDULERSERVICE']._serialized_end=4464
+  _globals['_RETRYPOLICY']._serialized_end=1002
+  _globals['_RETRYPOLICY_KIND']._serialized_start=936
+  _globals['_RETRYPOLICY_KIND']._serialized_end=1002
+  _globals['_SCHEDULESPEC']._serialized_start=1005
+  _globals['_SCHEDULESPEC']._serialized_end=1466
+  _globals['_SCHEDULE']._serialized_start=1469
+  _globals['_SCHEDULE']._serialized_end=1918
+  _globals['_CREATESCHEDULEREQUEST']._serialized_start=1920
+  _globals['_CREATESCHEDULEREQUEST']._serialized_end=2002
+  _globals['_CREATESCHEDULERESPONSE']._serialized_start=2004
+  _globals['_CREATESCHEDULERESPONSE']._serialized_end=2091
+  _globals['_BATCHCREATESCHEDULESREQUEST']._serialized_start=2093
+  _globals['_BATCHCREATESCHEDULESREQUEST']._serialized_end=2181
+  _globals['_BATCHCREATERESULT']._serialized_start=2183
+  _globals['_BATCHCREATERESULT']._serialized_end=2293
+  _globals['_BATCHCREATESCHEDULESRESPONSE']._serialized_start=2295
+  _globals['_BATCHCREATESCHEDULESRESPONSE']._serialized_end=2379
+  _globals['_GETSCHEDULEREQUEST']._serialized_start=2381
+  _globals['_GETSCHEDULEREQUEST']._serialized_end=2414
+  _globals['_LISTSCHEDULESREQUEST']._serialized_start=2416
+  _globals['_LISTSCHEDULESREQUEST']._serialized_end=2477
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=2479
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=2574
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=2576
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=2684
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=2686
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=2721
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=2723
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=2759
+  _globals['_CANCELSCHEDULEREQUEST']._serialized_start=2761
+  _globals['_CANCELSCHEDULEREQUEST']._serialized_end=2797
+  _globals['_EXECUTION']._serialized_start=2800
+  _globals['_EXECUTION']._serialized_end=3195
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=3197
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=3272
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=3274
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=3372
+  _globals['_SCHEDULERSERVICE']._serialized_start=3644
+  _globals['_SCHEDULERSERVICE']._serialized_end=4508
 # @@protoc_insertion_point(module_scope)

@@ -278,6 +278,7 @@ class RetryPolicy(_message.Message):
     INITIAL_DELAY_FIELD_NUMBER: _builtins.int
     MAX_DELAY_FIELD_NUMBER: _builtins.int
     MULTIPLIER_FIELD_NUMBER: _builtins.int
+    MAX_AGE_FIELD_NUMBER: _builtins.int
     kind: Global___RetryPolicy.Kind.ValueType
     max_attempts: _builtins.int
     """Total attempts including the first; 0: the default for the kind."""
@@ -287,6 +288,12 @@ class RetryPolicy(_message.Message):
     def initial_delay(self) -> _duration_pb2.Duration: ...
     @_builtins.property
     def max_delay(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
+    def max_age(self) -> _duration_pb2.Duration:
+        """Stop retrying once this long has passed since the occurrence was due; unset: no
+        limit beyond max_attempts.
+        """
+
     def __init__(
         self,
         *,
@@ -295,10 +302,11 @@ class RetryPolicy(_message.Message):
         initial_delay: _duration_pb2.Duration | None = ...,
         max_delay: _duration_pb2.Duration | None = ...,
         multiplier: _builtins.float = ...,
+        max_age: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["initial_delay", b"initial_delay", "max_delay", b"max_delay"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["initial_delay", b"initial_delay", "max_age", b"max_age", "max_delay", b"max_delay"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_delay", b"initial_delay", "kind", b"kind", "max_attempts", b"max_attempts", "max_delay", b"max_delay", "multiplier", b"multiplier"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_delay", b"initial_delay", "kind", b"kind", "max_age", b"max_age", "max_attempts", b"max_attempts", "max_delay", b"max_delay", "multiplier", b"multiplier"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

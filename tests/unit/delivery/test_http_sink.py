@@ -134,3 +134,9 @@ async def test_connection_refused_and_timeout_are_retryable(receiver: RecordingS
         await sink.close()
     assert not refused.ok and refused.retryable
     assert not slow.ok and slow.retryable and "timed out" in slow.error
+
+
+def test_410_asks_to_stop_the_schedule() -> None:
+    gone = classify(410, {}, b"bye", 0)
+    assert (gone.ok, gone.retryable, gone.stop_schedule) == (False, False, True)
+    assert not classify(404, {}, b"", 0).stop_schedule

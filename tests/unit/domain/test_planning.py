@@ -187,3 +187,21 @@ def test_resume_after_pause_rearms_from_now() -> None:
     assert firing is not None
     assert firing.occurrence_ms == T0 + 180_000 and firing.version == 3
     assert armed.next_fire_ms == firing.fire_at_ms
+
+
+def test_retry_max_age_stops_retries_that_would_come_too_late() -> None:
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=10, initial_delay_ms=4000, max_age_ms=10_000)
+    schedule, firing = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
+    )
+    assert firing is not None
+    early = planning.settle(
+        schedule, firing, LAYOUT, DeliveryResult(False, True, 503), T0, T0 + 100, 0.0
+    )
+    assert early.retry is not None and early.retry.fire_at_ms == T0 + 4100
+    late_firing = dataclasses.replace(firing, attempt=3)
+    late = planning.settle(
+        schedule, late_firing, LAYOUT, DeliveryResult(False, True, 503), T0 + 7000, T0 + 7000, 0.0
+    )
+    assert late.retry is None and late.execution.outcome is Outcome.FAILED
+    assert "max age" in late.execution.error
