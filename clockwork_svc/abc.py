@@ -20,6 +20,7 @@ from clockwork_svc.domain.model import (
     ShardCursor,
 )
 from clockwork_svc.domain.spec import HttpTarget
+from clockwork_svc.domain.tenant import Tenant
 
 
 class Clock(Protocol):
@@ -112,6 +113,26 @@ class Store(Protocol):
         caller has been fenced off and must drop the shard at once."""
 
     async def load_cursor(self, shard: int) -> ShardCursor | None: ...
+
+    # --- tenants -----------------------------------------------------------------------
+
+    async def insert_tenant(self, tenant: Tenant) -> Tenant | None:
+        """Insert if absent; None if inserted, else the existing tenant (atomic)."""
+
+    async def get_tenant(self, name: str) -> Tenant | None: ...
+
+    async def list_tenants(self, after: str | None, limit: int) -> list[Tenant]:
+        """Tenants after `after` (a name from an earlier page) in an order that is stable
+        across pages (not necessarily alphabetical), at most `limit`."""
+
+    async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
+        """Write every field if the stored version is `expected_version`; else False."""
+
+    async def put_token_owner(self, token_hash: str, tenant: str) -> None:
+        """Index a token hash to its tenant (the tenant row stays the authority: a hash
+        removed from the tenant is revoked even if its index entry remains)."""
+
+    async def token_owner(self, token_hash: str) -> str | None: ...
 
     # --- executions ----------------------------------------------------------------
 

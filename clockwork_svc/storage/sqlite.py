@@ -9,6 +9,7 @@ an acknowledged write survive a `kill -9` (and a power loss).
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from clockwork_svc.domain.model import (
     ScheduleState,
     ShardCursor,
 )
+from clockwork_svc.domain.tenant import Tenant
 
 T = TypeVar("T")
 
@@ -48,6 +50,12 @@ CREATE TABLE IF NOT EXISTS firings (
     occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tenants (
+    name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+    version INTEGER NOT NULL, signing_secrets TEXT NOT NULL, token_hashes TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tenant_tokens (
+    token_hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS shard_cursors (
     shard INTEGER PRIMARY KEY, position_ms INTEGER NOT NULL, epoch INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS executions (
@@ -300,6 +308,62 @@ class SqliteStore:
         )
         return ShardCursor(*row) if row else None
 
+    # --- tenants ---------------------------------------------------------------------------
+
+    async def insert_tenant(self, tenant: Tenant) -> Tenant | None:
+        inserted = await self._run(
+            _execute_count,
+            self._conn,
+            "INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            _tenant_row(tenant),
+        )
+        return None if inserted == 1 else await self.get_tenant(tenant.name)
+
+    async def get_tenant(self, name: str) -> Tenant | None:
+        row = await self._run(
+            _fetchone, self._conn, "SELECT * FROM tenants WHERE name = ?", (name,)
+        )
+        return _tenant_from_row(row) if row else None
+
+    async def list_tenants(self, after: str | None, limit: int) -> list[Tenant]:
+        found = await self._run(
+            _fetchall,
+            self._conn,
+            "SELECT * FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
+            (after or "", limit),
+        )
+        return [_tenant_from_row(r) for r in found]
+
+    async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
+        row = _tenant_row(tenant)
+        return (
+            await self._run(
+                _execute_count,
+                self._conn,
+                "UPDATE tenants SET created_ms = ?, updated_ms = ?, version = ?, "
+                "signing_secrets = ?, token_hashes = ? WHERE name = ? AND version = ?",
+                (*row[1:], row[0], expected_version),
+            )
+            == 1
+        )
+
+    async def put_token_owner(self, token_hash: str, tenant: str) -> None:
+        await self._run(
+            _execute_count,
+            self._conn,
+            "INSERT OR REPLACE INTO tenant_tokens VALUES (?, ?)",
+            (token_hash, tenant),
+        )
+
+    async def token_owner(self, token_hash: str) -> str | None:
+        row = await self._run(
+            _fetchone,
+            self._conn,
+            "SELECT tenant FROM tenant_tokens WHERE token_hash = ?",
+            (token_hash,),
+        )
+        return str(row[0]) if row else None
+
     # --- executions ----------------------------------------------------------------------
 
     async def record_execution(self, execution: Execution) -> None:
@@ -403,6 +467,28 @@ def _schedule_from_row(r: Any) -> Schedule:
         last_fire_ms=r[11],
         last_outcome=Outcome(r[12]) if r[12] else None,
         fired_count=r[13],
+    )
+
+
+def _tenant_row(t: Tenant) -> tuple[Any, ...]:
+    return (
+        t.name,
+        t.created_ms,
+        t.updated_ms,
+        t.version,
+        json.dumps(list(t.signing_secrets)),
+        json.dumps(list(t.token_hashes)),
+    )
+
+
+def _tenant_from_row(r: Any) -> Tenant:
+    return Tenant(
+        name=r[0],
+        created_ms=r[1],
+        updated_ms=r[2],
+        version=r[3],
+        signing_secrets=tuple(json.loads(r[4])),
+        token_hashes=tuple(json.loads(r[5])),
     )
 
 

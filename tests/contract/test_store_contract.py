@@ -24,6 +24,7 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
 )
+from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from tests.contract.conftest import LAYOUT
 
@@ -297,3 +298,57 @@ async def test_executions_newest_first_and_paged(store: Store) -> None:
             break
         before = (page[-1].started_ms, page[-1].firing_id)
     assert got == list(reversed(executions))
+
+
+def make_tenant(name: str, **changes: object) -> Tenant:
+    base = Tenant(
+        name=name,
+        created_ms=T0,
+        updated_ms=T0,
+        version=1,
+        signing_secrets=("whsec_b25l", "whsec_dHdv"),
+        token_hashes=("h1", "h2"),
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def test_tenant_insert_get_and_first_writer_wins(store: Store) -> None:
+    t = make_tenant(tenant())
+    assert await store.insert_tenant(t) is None
+    assert await store.get_tenant(t.name) == t
+    assert await store.insert_tenant(make_tenant(t.name, created_ms=1)) == t
+    assert await store.get_tenant("missing-" + t.name) is None
+
+
+async def test_tenant_replace_is_compare_and_set(store: Store) -> None:
+    t = make_tenant(tenant())
+    await store.insert_tenant(t)
+    rotated = dataclasses.replace(t, version=2, signing_secrets=("whsec_bmV3", *t.signing_secrets))
+    assert await store.replace_tenant(rotated, 1)
+    assert not await store.replace_tenant(dataclasses.replace(rotated, version=3), 1)
+    assert await store.get_tenant(t.name) == rotated
+    assert not await store.replace_tenant(make_tenant("ghost-" + t.name), 1)
+
+
+async def test_tenants_list_pages_without_gaps(store: Store) -> None:
+    names = {tenant() for _ in range(7)}
+    for name in names:
+        await store.insert_tenant(make_tenant(name, token_hashes=()))
+    seen: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_tenants(after, 3)
+        seen += [t.name for t in page]
+        if len(page) < 3:
+            break
+        after = page[-1].name
+    assert len(seen) == len(set(seen))
+    assert names <= set(seen)
+
+
+async def test_token_owner_index(store: Store) -> None:
+    name = tenant()
+    assert await store.token_owner("hash-" + name) is None
+    await store.put_token_owner("hash-" + name, name)
+    await store.put_token_owner("hash-" + name, name)
+    assert await store.token_owner("hash-" + name) == name

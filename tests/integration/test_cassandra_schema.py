@@ -108,6 +108,8 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
         "shard_cursors",
         "executions",
         "schema_migrations",
+        "tenants",
+        "tenant_tokens",
     }
 
     def strategy(table: str) -> str:

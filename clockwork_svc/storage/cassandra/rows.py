@@ -7,6 +7,7 @@ from typing import Any, TypeGuard
 
 from clockwork_svc.domain.codec import spec_from_json
 from clockwork_svc.domain.model import Execution, Firing, Outcome, Schedule, ScheduleState
+from clockwork_svc.domain.tenant import Tenant
 
 Row = dict[str, Any]
 
@@ -93,4 +94,29 @@ def execution(row: Row) -> Execution:
         status_code=row["status_code"],
         error=row["error"] or "",
         next_attempt_ms=row["next_attempt_ms"],
+    )
+
+
+TENANT_COLUMNS = "name, created_ms, updated_ms, version, signing_secrets, token_hashes"
+
+
+def tenant_params(t: Tenant) -> tuple[Any, ...]:
+    return (
+        t.name,
+        t.created_ms,
+        t.updated_ms,
+        t.version,
+        list(t.signing_secrets),
+        list(t.token_hashes),
+    )
+
+
+def tenant(row: Row) -> Tenant:
+    return Tenant(
+        name=row["name"],
+        created_ms=row["created_ms"],
+        updated_ms=row["updated_ms"],
+        version=row["version"],
+        signing_secrets=tuple(row["signing_secrets"] or ()),
+        token_hashes=tuple(row["token_hashes"] or ()),
     )

@@ -126,6 +126,22 @@ MIGRATIONS: list[Migration] = [
             AND gc_grace_seconds = $gc_grace_s""",
         ],
     ),
+    (
+        2,
+        "tenants",
+        [
+            """CREATE TABLE IF NOT EXISTS $keyspace.tenants (
+                name text PRIMARY KEY,
+                created_ms bigint,
+                updated_ms bigint,
+                version bigint,
+                signing_secrets list<text>,
+                token_hashes list<text>)""",
+            """CREATE TABLE IF NOT EXISTS $keyspace.tenant_tokens (
+                token_hash text PRIMARY KEY,
+                tenant text)""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -30,6 +30,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ShardCursor,
 )
+from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
@@ -84,6 +85,13 @@ class _Statements:
     record_execution: Any
     list_executions: Any
     list_executions_before: Any
+    insert_tenant: Any
+    select_tenant: Any
+    list_tenants_first: Any
+    list_tenants_after: Any
+    replace_tenant: Any
+    put_token_owner: Any
+    token_owner: Any
 
 
 def _cql(ks: str) -> dict[str, tuple[str, bool]]:
@@ -91,6 +99,7 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
     sched = rows.SCHEDULE_COLUMNS
     firing = rows.FIRING_COLUMNS
     execution = rows.EXECUTION_COLUMNS
+    tenant = rows.TENANT_COLUMNS
     return {
         # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
         # record_progress (id null) must not count as an existing schedule.
@@ -181,6 +190,27 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
             "AND (started_ms, firing_id) < (?, ?) LIMIT ?",
             True,
         ),
+        "insert_tenant": (
+            f"INSERT INTO {ks}.tenants ({tenant}) VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+            False,
+        ),
+        "select_tenant": (f"SELECT {tenant} FROM {ks}.tenants WHERE name = ?", True),
+        # Tenants are few; they are listed in token order (stable across pages).
+        "list_tenants_first": (f"SELECT {tenant} FROM {ks}.tenants LIMIT ?", True),
+        "list_tenants_after": (
+            f"SELECT {tenant} FROM {ks}.tenants WHERE token(name) > token(?) LIMIT ?",
+            True,
+        ),
+        "replace_tenant": (
+            f"UPDATE {ks}.tenants SET created_ms = ?, updated_ms = ?, version = ?, "
+            "signing_secrets = ?, token_hashes = ? WHERE name = ? IF version = ?",
+            False,
+        ),
+        "put_token_owner": (
+            f"INSERT INTO {ks}.tenant_tokens (token_hash, tenant) VALUES (?, ?)",
+            True,
+        ),
+        "token_owner": (f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
     }
 
 
@@ -566,6 +596,47 @@ class CassandraStore:
         return [rows.execution(r) for r in found]
 
     # --- helpers -------------------------------------------------------------------------
+
+    # --- tenants ----------------------------------------------------------------------------
+
+    async def insert_tenant(self, tenant: Tenant) -> Tenant | None:
+        page = await self._run(
+            self._st.insert_tenant, rows.tenant_params(tenant), profile=PROFILE_LWT
+        )
+        if page.rows[0]["[applied]"]:
+            return None
+        row = await bridge.first(
+            self._session, self._st.select_tenant, (tenant.name,), profile=PROFILE_SERIAL_READ
+        )
+        if row is None:
+            raise StoreUnavailable(f"tenant {tenant.name} changed during insert; retry")
+        return rows.tenant(row)
+
+    async def get_tenant(self, name: str) -> Tenant | None:
+        row = await bridge.first(self._session, self._st.select_tenant, (name,))
+        return rows.tenant(row) if row is not None else None
+
+    async def list_tenants(self, after: str | None, limit: int) -> list[Tenant]:
+        statement: Any = self._st.list_tenants_first
+        params: tuple[Any, ...] = (limit,)
+        if after is not None:
+            statement, params = self._st.list_tenants_after, (after, limit)
+        found = await bridge.fetch(self._session, statement, params, max_rows=limit)
+        return [rows.tenant(r) for r in found]
+
+    async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
+        name, *rest = rows.tenant_params(tenant)
+        page = await self._run(
+            self._st.replace_tenant, (*rest, name, expected_version), profile=PROFILE_LWT
+        )
+        return bool(page.rows[0]["[applied]"])
+
+    async def put_token_owner(self, token_hash: str, tenant: str) -> None:
+        await self._run(self._st.put_token_owner, (token_hash, tenant))
+
+    async def token_owner(self, token_hash: str) -> str | None:
+        row = await bridge.first(self._session, self._st.token_owner, (token_hash,))
+        return str(row["tenant"]) if row is not None else None
 
     async def _run(
         self, statement: Any, params: Sequence[Any], *, profile: Any = connecting.PROFILE_DEFAULT
