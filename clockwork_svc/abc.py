@@ -150,7 +150,14 @@ class DeliverySink(Protocol):
     """Delivers one firing's payload to its target."""
 
     async def deliver(
-        self, target: HttpTarget, payload: bytes, firing: Firing, timestamp_s: int
-    ) -> DeliveryResult: ...
+        self,
+        target: HttpTarget,
+        payload: bytes,
+        firing: Firing,
+        timestamp_s: int,
+        signing_secrets: Sequence[str] = (),
+    ) -> DeliveryResult:
+        """Deliver once. With signing secrets, the request carries a Standard Webhooks
+        `webhook-signature` (one signature per secret)."""
 
     async def close(self) -> None: ...

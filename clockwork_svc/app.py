@@ -20,6 +20,7 @@ from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.grpc_server import RunningServer, start_server
 from clockwork_svc.settings import ProcessSettings
+from clockwork_svc.tenancy import SigningSecrets, TenantAdmin, TokenDirectory
 from clockwork_svc.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,13 @@ async def start_node(
                 on_created=metrics.schedules_created.inc,
             )
             node.api = await start_server(
-                scheduling, metrics, settings.api.listen, settings.api.auth, settings.api.tls
+                scheduling,
+                TenantAdmin(store, clock),
+                TokenDirectory(store, clock, settings.api.token_cache_s),
+                metrics,
+                settings.api.listen,
+                settings.api.auth,
+                settings.api.tls,
             )
         node.extra_tasks.append(
             asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")
@@ -139,7 +146,15 @@ async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     node.sink = sink = HttpSink(settings.targets)
     if settings.etcd is None:
-        node.worker = Worker(node.store, sink, clock, node.layout, settings.worker, node.metrics)
+        node.worker = Worker(
+            node.store,
+            sink,
+            clock,
+            node.layout,
+            settings.worker,
+            node.metrics,
+            secrets=SigningSecrets(node.store, clock, settings.worker.secret_cache_s),
+        )
         node.worker.start()
         # Without a coordinator this worker owns every shard. Its epoch is its start time,
         # so a newer worker fences an older one instead of both firing.
@@ -151,7 +166,14 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
 
     gate = _DispatchGate()
     node.worker = Worker(
-        node.store, sink, clock, node.layout, settings.worker, node.metrics, may_dispatch=gate
+        node.store,
+        sink,
+        clock,
+        node.layout,
+        settings.worker,
+        node.metrics,
+        may_dispatch=gate,
+        secrets=SigningSecrets(node.store, clock, settings.worker.secret_cache_s),
     )
     node.worker.start()
     metrics = node.metrics

@@ -17,6 +17,7 @@ import grpc
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1 import tenants_pb2, tenants_pb2_grpc
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.server import convert
 from clockwork_svc.server.auth import TENANT_METADATA
@@ -28,7 +29,10 @@ _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
             {
-                "name": [{"service": "clockwork.api.v1.SchedulerService"}],
+                "name": [
+                    {"service": "clockwork.api.v1.SchedulerService"},
+                    {"service": "clockwork.api.v1.TenantService"},
+                ],
                 "retryPolicy": {
                     "maxAttempts": 5,
                     "initialBackoff": "0.2s",
@@ -67,6 +71,7 @@ class ClockworkClient:
         else:
             self._channel = grpc.aio.insecure_channel(settings.server, options)
         self._stub = pb_grpc.SchedulerServiceStub(self._channel)
+        self._tenants = tenants_pb2_grpc.TenantServiceStub(self._channel)
         metadata = []
         if settings.tenant:
             metadata.append((TENANT_METADATA, settings.tenant))
@@ -146,6 +151,35 @@ class ClockworkClient:
     ) -> pb.ListExecutionsResponse:
         request = pb.ListExecutionsRequest(key=key, page_size=page_size, page_token=page_token)
         return await self._unary(self._stub.ListExecutions, request)
+
+    # --- tenant administration (admin credential) -----------------------------------
+
+    async def create_tenant(self, name: str) -> tenants_pb2.CreateTenantResponse:
+        request = tenants_pb2.CreateTenantRequest(name=name)
+        return await self._unary(self._tenants.CreateTenant, request)
+
+    async def get_tenant(self, name: str) -> tenants_pb2.Tenant:
+        return await self._unary(self._tenants.GetTenant, tenants_pb2.GetTenantRequest(name=name))
+
+    async def list_tenants(
+        self, page_size: int = 100, page_token: str = ""
+    ) -> tenants_pb2.ListTenantsResponse:
+        request = tenants_pb2.ListTenantsRequest(page_size=page_size, page_token=page_token)
+        return await self._unary(self._tenants.ListTenants, request)
+
+    async def rotate_signing_secret(
+        self, name: str, retire_previous: bool = False
+    ) -> tenants_pb2.RotateSigningSecretResponse:
+        request = tenants_pb2.RotateSigningSecretRequest(name=name, retire_previous=retire_previous)
+        return await self._unary(self._tenants.RotateSigningSecret, request)
+
+    async def issue_token(self, name: str) -> tenants_pb2.IssueTokenResponse:
+        request = tenants_pb2.IssueTokenRequest(name=name)
+        return await self._unary(self._tenants.IssueToken, request)
+
+    async def revoke_tokens(self, name: str) -> tenants_pb2.Tenant:
+        request = tenants_pb2.RevokeTokensRequest(name=name)
+        return await self._unary(self._tenants.RevokeTokens, request)
 
 
 def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:

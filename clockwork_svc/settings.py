@@ -53,6 +53,8 @@ class ApiSettings:
     tls: TlsSettings | None = None
     limits: Limits = field(default_factory=Limits)
     shutdown_grace_s: float = 10.0
+    # How long a token lookup is cached (a revocation takes effect within this).
+    token_cache_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from clockwork_svc.cli import cluster, schedules
+from clockwork_svc.cli import cluster, schedules, tenants
 from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits
@@ -40,6 +40,7 @@ def cli() -> None:
 
 cli.add_command(schedules.schedule)
 cli.add_command(cluster.cluster)
+cli.add_command(tenants.tenant)
 cli.add_command(schedules.executions)
 
 
@@ -78,6 +79,12 @@ def _api_options(fn: Any) -> Any:
         default="127.0.0.1:7070",
         show_default=True,
         help="gRPC HOST:PORT.",
+    )(fn)
+    fn = click.option(
+        "--admin-token",
+        envvar="CLOCKWORK_ADMIN_TOKEN",
+        default=None,
+        help="Admin credential: tenant administration, and acting for any tenant.",
     )(fn)
     fn = click.option(
         "--api-tokens",
@@ -160,13 +167,16 @@ def _cassandra_settings(kw: dict[str, Any]) -> CassandraSettings:
 
 def _api_settings(kw: dict[str, Any], auth_required: bool) -> ApiSettings:
     try:
-        auth = AuthSettings.from_pairs(kw["api_tokens"], enabled=True)
+        auth = AuthSettings.from_pairs(
+            kw["api_tokens"], enabled=True, admin_token=kw["admin_token"] or ""
+        )
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--api-tokens") from exc
-    if not auth.token_hashes:
+        raise click.BadParameter(str(exc), param_hint="--api-tokens/--admin-token") from exc
+    if not auth.has_credentials:
         if auth_required:
             raise click.UsageError(
-                "no API tokens: pass --api-tokens TENANT:TOKEN[,...] (or CLOCKWORK_API_TOKENS)"
+                "no credentials: pass --admin-token (and issue tenant tokens with `clockwork "
+                "tenant create`) and/or --api-tokens TENANT:TOKEN[,...]"
             )
         auth = dataclasses.replace(auth, enabled=False)
     tls = None

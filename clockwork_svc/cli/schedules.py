@@ -41,7 +41,7 @@ def _client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _run(coro_fn: Callable[[ClockworkClient], Awaitable[T]], kw: dict[str, Any]) -> T:
+def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], kw: dict[str, Any]) -> T:
     settings = ClientSettings(server=kw["server"], tenant=kw["tenant"], token=kw["token"])
 
     async def go() -> T:
@@ -63,7 +63,7 @@ def _ms(ts: Any) -> str:
 
 def _print_schedule(s: pb.Schedule, as_json: bool) -> None:
     if as_json:
-        _print_json(s)
+        print_json(s)
         return
     click.echo(
         f"{s.key}  {pb.ScheduleState.Name(s.state)}  v{s.version}  "
@@ -73,7 +73,7 @@ def _print_schedule(s: pb.Schedule, as_json: bool) -> None:
     )
 
 
-def _print_json(message: Message) -> None:
+def print_json(message: Message) -> None:
     click.echo(json_format.MessageToJson(message, indent=None, preserving_proto_field_name=True))
 
 
@@ -156,9 +156,9 @@ def _spec(kw: dict[str, Any]) -> ScheduleSpec:
 def create(**kw: Any) -> None:
     """Create a schedule (idempotent on tenant and key)."""
     spec = _spec(kw)
-    response = _run(lambda c: c.create(kw["key"], spec), kw)
+    response = run_client(lambda c: c.create(kw["key"], spec), kw)
     if kw["as_json"]:
-        _print_json(response)
+        print_json(response)
         return
     verb = "created" if response.created else "exists"
     click.echo(f"{verb}: ", nl=False)
@@ -174,7 +174,7 @@ def update(**kw: Any) -> None:
     """Replace the spec of a schedule."""
     spec = _spec(kw)
     _print_schedule(
-        _run(lambda c: c.update(kw["key"], spec, kw["expected_version"]), kw), kw["as_json"]
+        run_client(lambda c: c.update(kw["key"], spec, kw["expected_version"]), kw), kw["as_json"]
     )
 
 
@@ -183,7 +183,7 @@ def update(**kw: Any) -> None:
 @_client_options
 def get(**kw: Any) -> None:
     """Show one schedule."""
-    _print_schedule(_run(lambda c: c.get(kw["key"]), kw), kw["as_json"])
+    _print_schedule(run_client(lambda c: c.get(kw["key"]), kw), kw["as_json"])
 
 
 @schedule.command("list")
@@ -192,9 +192,9 @@ def get(**kw: Any) -> None:
 @_client_options
 def list_(**kw: Any) -> None:
     """List the tenant's schedules by key."""
-    page = _run(lambda c: c.list(kw["page_size"], kw["page_token"]), kw)
+    page = run_client(lambda c: c.list(kw["page_size"], kw["page_token"]), kw)
     if kw["as_json"]:
-        _print_json(page)
+        print_json(page)
         return
     for s in page.schedules:
         _print_schedule(s, False)
@@ -211,7 +211,7 @@ def _state_command(name: str, doc: str) -> None:
             method: Callable[[str], Awaitable[pb.Schedule]] = getattr(client, name)
             return method(kw["key"])
 
-        _print_schedule(_run(call, kw), kw["as_json"])
+        _print_schedule(run_client(call, kw), kw["as_json"])
 
 
 _state_command("pause", "Stop firing until resumed.")
@@ -231,9 +231,9 @@ def executions() -> None:
 @_client_options
 def list_executions(**kw: Any) -> None:
     """List delivery attempts of a schedule, newest first."""
-    page = _run(lambda c: c.executions(kw["key"], kw["page_size"], kw["page_token"]), kw)
+    page = run_client(lambda c: c.executions(kw["key"], kw["page_size"], kw["page_token"]), kw)
     if kw["as_json"]:
-        _print_json(page)
+        print_json(page)
         return
     for e in page.executions:
         click.echo(

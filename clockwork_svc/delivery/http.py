@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from clockwork_svc.domain import signing
 from clockwork_svc.domain.model import DeliveryResult, Firing
 from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
 from clockwork_svc.domain.spec import HttpTarget
@@ -81,7 +83,12 @@ class HttpSink:
             self._session = None
 
     async def deliver(
-        self, target: HttpTarget, payload: bytes, firing: Firing, timestamp_s: int
+        self,
+        target: HttpTarget,
+        payload: bytes,
+        firing: Firing,
+        timestamp_s: int,
+        signing_secrets: Sequence[str] = (),
     ) -> DeliveryResult:
         url = URL(target.url, encoded=False)
         address = literal_address(url.host or "")
@@ -91,6 +98,10 @@ class HttpSink:
         headers.setdefault("Content-Type", _content_type(payload))
         headers["webhook-id"] = firing.delivery_id
         headers["webhook-timestamp"] = str(timestamp_s)
+        if signing_secrets:
+            headers["webhook-signature"] = signing.signature(
+                signing_secrets, firing.delivery_id, timestamp_s, payload
+            )
         timeout = aiohttp.ClientTimeout(total=target.effective_timeout_ms / 1000)
         try:
             async with self._client().request(

@@ -1,12 +1,14 @@
 """Authentication: the tenant of a call comes from its credential.
 
-Tokens are configured as `tenant:token` pairs and kept only as SHA-256 hashes.
-A call carries `authorization: Bearer <token>`. With auth disabled (allowed only
-for `clockwork dev` on loopback) the tenant is read from the `clockwork-tenant`
-metadata key, default "default".
+A call carries `authorization: Bearer <token>`. Tokens are kept only as SHA-256
+hashes: tenant tokens come from configuration (`tenant:token` pairs) or are issued
+through TenantService and looked up in the store; admin tokens come from
+configuration and may act for any tenant (named in the `clockwork-tenant` metadata).
+With auth disabled (allowed only on loopback) every caller is an admin and the tenant
+is read from `clockwork-tenant`, default "default".
 
-The interceptor wraps each method handler so the resolved tenant is visible to the
-servicer through a context variable set in the handler's own task.
+The interceptor wraps each method handler so the resolved principal is visible to
+the servicer through a context variable set in the handler's own task.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -27,21 +29,37 @@ DEFAULT_TENANT = "default"
 # Health checks and reflection are open so probes and tools work without a token.
 OPEN_SERVICE_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
-current_tenant: contextvars.ContextVar[str] = contextvars.ContextVar("clockwork_tenant")
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the tenant it acts for (None for an admin naming no tenant)."""
+
+    tenant: str | None
+    admin: bool
+
+
+current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("clockwork_principal")
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class TokenLookup(Protocol):
+    async def tenant_of(self, token_hash: str) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
     enabled: bool = True
-    # sha256(token) -> tenant
+    # sha256(token) -> tenant, from configuration (tokens issued through the API live
+    # in the store instead).
     token_hashes: Mapping[str, str] = field(default_factory=dict)
+    # sha256 of admin tokens: tenant administration, and acting for any tenant.
+    admin_token_hashes: frozenset[str] = frozenset()
 
     @classmethod
-    def from_pairs(cls, text: str, enabled: bool = True) -> AuthSettings:
+    def from_pairs(cls, text: str, enabled: bool = True, admin_token: str = "") -> AuthSettings:
         """Parse 'tenant:token,tenant2:token2'; raises ValueError naming the bad entry."""
         hashes: dict[str, str] = {}
         for entry in (e.strip() for e in text.split(",")):
@@ -53,31 +71,42 @@ class AuthSettings:
                     "each API token entry must be TENANT:TOKEN with a token of 16+ characters"
                 )
             hashes[hash_token(token)] = tenant
-        return cls(enabled, hashes)
+        if admin_token and len(admin_token) < 16:
+            raise ValueError("the admin token must have 16+ characters")
+        admins = frozenset({hash_token(admin_token)} if admin_token else ())
+        return cls(enabled, hashes, admins)
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.token_hashes or self.admin_token_hashes)
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, settings: AuthSettings) -> None:
+    def __init__(self, settings: AuthSettings, tokens: TokenLookup | None = None) -> None:
         self._settings = settings
+        self._tokens = tokens
 
-    def _tenant(self, metadata: Mapping[str, str]) -> tuple[str | None, str]:
+    async def _resolve(self, metadata: Mapping[str, str]) -> tuple[Principal | None, str]:
+        asked = metadata.get(TENANT_METADATA)
+        if asked is not None and not TENANT_PATTERN.fullmatch(asked):
+            return None, f"invalid {TENANT_METADATA} metadata"
         if not self._settings.enabled:
-            tenant = metadata.get(TENANT_METADATA, DEFAULT_TENANT)
-            if not TENANT_PATTERN.fullmatch(tenant):
-                return None, f"invalid {TENANT_METADATA} metadata"
-            return tenant, ""
+            return Principal(asked or DEFAULT_TENANT, admin=True), ""
         header = metadata.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
+        if scheme.lower() != "bearer" or not token.strip():
             return None, "missing bearer token"
         digest = hash_token(token.strip())
-        for known, tenant in self._settings.token_hashes.items():
-            if hmac.compare_digest(known, digest):
-                asked = metadata.get(TENANT_METADATA)
-                if asked and asked != tenant:
-                    return None, "token does not belong to the requested tenant"
-                return tenant, ""
-        return None, "invalid token"
+        if any(hmac.compare_digest(digest, h) for h in self._settings.admin_token_hashes):
+            return Principal(asked, admin=True), ""
+        tenant = self._settings.token_hashes.get(digest)
+        if tenant is None and self._tokens is not None:
+            tenant = await self._tokens.tenant_of(digest)
+        if tenant is None:
+            return None, "invalid token"
+        if asked and asked != tenant:
+            return None, "token does not belong to the requested tenant"
+        return Principal(tenant, admin=False), ""
 
     async def intercept_service(
         self,
@@ -93,14 +122,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
-        resolve = self._tenant
+        resolve = self._resolve
 
         async def authenticated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-            tenant, problem = resolve(metadata)
-            if tenant is None:
+            principal, problem = await resolve(metadata)
+            if principal is None:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-            current_tenant.set(tenant or "")
+                raise AssertionError("unreachable: abort raises")
+            current_principal.set(principal)
             return await inner(request, context)  # type: ignore[arg-type]
 
         return grpc.unary_unary_rpc_method_handler(

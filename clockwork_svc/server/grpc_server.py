@@ -12,12 +12,16 @@ from grpc_reflection.v1alpha import reflection
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1 import tenants_pb2, tenants_pb2_grpc
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
-from clockwork_svc.server.auth import AuthInterceptor, AuthSettings
+from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
 from clockwork_svc.server.servicer import SchedulerServicer
+from clockwork_svc.server.tenant_servicer import TenantServicer
+from clockwork_svc.tenancy import TenantAdmin
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
+TENANT_SERVICE_NAME = tenants_pb2.DESCRIPTOR.services_by_name["TenantService"].full_name
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
@@ -42,23 +46,28 @@ class RunningServer:
 
 async def start_server(
     scheduling: Scheduling,
+    tenant_admin: TenantAdmin,
+    tokens: TokenLookup,
     metrics: Metrics,
     listen: str,
     auth: AuthSettings,
     tls: TlsSettings | None = None,
 ) -> RunningServer:
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(auth)],
+        interceptors=[AuthInterceptor(auth, tokens)],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ],
     )
     pb_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(scheduling, metrics), server)
+    tenants_pb2_grpc.add_TenantServiceServicer_to_server(
+        TenantServicer(tenant_admin, metrics), server
+    )
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        [SERVICE_NAME, TENANT_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
     if tls is None:
         port = server.add_insecure_port(listen)
@@ -72,6 +81,6 @@ async def start_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    for name in ("", SERVICE_NAME):
+    for name in ("", SERVICE_NAME, TENANT_SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, port, health_servicer)

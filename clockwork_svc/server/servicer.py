@@ -9,7 +9,7 @@ import base64
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -29,7 +29,7 @@ from clockwork_svc.errors import (
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Created, Scheduling
 from clockwork_svc.server import convert
-from clockwork_svc.server.auth import current_tenant
+from clockwork_svc.server.auth import Principal, current_principal
 
 log = logging.getLogger(__name__)
 
@@ -57,41 +57,68 @@ def status_of(exc: ClockworkError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def _rpc(
-    fn: Callable[[SchedulerServicer, Req, str], Awaitable[Resp]],
-) -> Callable[[SchedulerServicer, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
-    """Runs a method with the caller's tenant; maps Clockwork errors to status codes."""
-
-    @functools.wraps(fn)
-    async def wrapper(
-        self: SchedulerServicer, request: Req, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> Resp:
-        code = grpc.StatusCode.OK
-        try:
-            return await fn(self, request, current_tenant.get())
-        except ClockworkError as exc:
-            code = status_of(exc)
-            if code is grpc.StatusCode.UNAVAILABLE:
-                log.warning("%s: %s", fn.__name__, exc)
-            await context.abort(code, str(exc))
-            raise  # unreachable: abort raises
-        finally:
-            self._metrics.api_requests.labels(fn.__name__, code.name).inc()
-
-    return wrapper
+class _Servicer(Protocol):
+    _metrics: Metrics
 
 
-def _page_size(value: int) -> int:
+S = TypeVar("S", bound=_Servicer)
+A = TypeVar("A")
+
+
+def rpc_method(
+    authorize: Callable[[Principal], A],
+) -> Callable[
+    [Callable[[S, Req, A], Awaitable[Resp]]],
+    Callable[[S, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+]:
+    """Wraps a servicer method: authorizes the caller's principal (passing what
+    `authorize` returns, e.g. the tenant), maps Clockwork errors to status codes, and
+    counts the request by method and code."""
+
+    def decorate(
+        fn: Callable[[S, Req, A], Awaitable[Resp]],
+    ) -> Callable[[S, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+        @functools.wraps(fn)
+        async def wrapper(
+            self: S, request: Req, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> Resp:
+            code = grpc.StatusCode.OK
+            try:
+                return await fn(self, request, authorize(current_principal.get()))
+            except ClockworkError as exc:
+                code = status_of(exc)
+                if code is grpc.StatusCode.UNAVAILABLE:
+                    log.warning("%s: %s", fn.__name__, exc)
+                await context.abort(code, str(exc))
+                raise  # unreachable: abort raises
+            finally:
+                self._metrics.api_requests.labels(fn.__name__, code.name).inc()
+
+        return wrapper
+
+    return decorate
+
+
+def tenant_of(principal: Principal) -> str:
+    if principal.tenant is None:
+        raise InvalidArgument("tenant", "an admin must name the tenant (clockwork-tenant metadata)")
+    return principal.tenant
+
+
+_rpc = rpc_method(tenant_of)
+
+
+def page_size(value: int) -> int:
     if value > MAX_PAGE:
         raise InvalidArgument("page_size", f"at most {MAX_PAGE}")
     return value or DEFAULT_PAGE
 
 
-def _encode_token(*parts: str | int) -> str:
+def encode_token(*parts: str | int) -> str:
     return base64.urlsafe_b64encode("\x1f".join(map(str, parts)).encode()).decode()
 
 
-def _decode_token(token: str, count: int) -> list[str]:
+def decode_token(token: str, count: int) -> list[str]:
     try:
         parts = base64.urlsafe_b64decode(token.encode()).decode().split("\x1f")
     except (ValueError, UnicodeDecodeError) as exc:
@@ -154,10 +181,10 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     async def ListSchedules(
         self, request: pb.ListSchedulesRequest, tenant: str
     ) -> pb.ListSchedulesResponse:
-        limit = _page_size(request.page_size)
-        after = _decode_token(request.page_token, 1)[0] if request.page_token else None
+        limit = page_size(request.page_size)
+        after = decode_token(request.page_token, 1)[0] if request.page_token else None
         schedules = await self._scheduling.list_schedules(tenant, after, limit)
-        token = _encode_token(schedules[-1].key) if len(schedules) == limit else ""
+        token = encode_token(schedules[-1].key) if len(schedules) == limit else ""
         return pb.ListSchedulesResponse(
             schedules=[convert.schedule_to_pb(s) for s in schedules], next_page_token=token
         )
@@ -185,17 +212,17 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     async def ListExecutions(
         self, request: pb.ListExecutionsRequest, tenant: str
     ) -> pb.ListExecutionsResponse:
-        limit = _page_size(request.page_size)
+        limit = page_size(request.page_size)
         before = None
         if request.page_token:
-            started, firing = _decode_token(request.page_token, 2)
+            started, firing = decode_token(request.page_token, 2)
             if not started.isdigit():
                 raise InvalidArgument("page_token", "is malformed")
             before = (int(started), firing)
         executions = await self._scheduling.executions(tenant, request.key, before, limit)
         token = ""
         if len(executions) == limit:
-            token = _encode_token(executions[-1].started_ms, executions[-1].firing_id)
+            token = encode_token(executions[-1].started_ms, executions[-1].firing_id)
         return pb.ListExecutionsResponse(
             executions=[convert.execution_to_pb(e) for e in executions], next_page_token=token
         )

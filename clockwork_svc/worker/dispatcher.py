@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable
+from typing import Protocol
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
@@ -29,6 +30,11 @@ from clockwork_svc.observability.metrics import Metrics
 log = logging.getLogger(__name__)
 
 
+class SecretSource(Protocol):
+    async def of(self, tenant: str) -> tuple[str, ...]:
+        """The tenant's active signing secrets, newest first (empty: unsigned)."""
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -38,6 +44,7 @@ class Dispatcher:
         layout: ClusterLayout,
         metrics: Metrics,
         on_new_firing: Callable[[Firing], None],
+        secrets: SecretSource | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._store = store
@@ -47,6 +54,7 @@ class Dispatcher:
         self._metrics = metrics
         self._on_new_firing = on_new_firing
         self._rng = rng or random.Random()
+        self._secrets = secrets
 
     async def handle(self, firing: Firing) -> Outcome | None:
         """Process one firing; returns its outcome, or None if it was superseded.
@@ -82,8 +90,9 @@ class Dispatcher:
 
         self._metrics.fire_lag.observe(max(0, now - firing.fire_at_ms) / 1000)
         started_m = self._clock.monotonic()
+        signing = await self._secrets.of(firing.tenant) if self._secrets else ()
         result = await self._sink.deliver(
-            schedule.spec.target, schedule.spec.payload, firing, now // 1000
+            schedule.spec.target, schedule.spec.payload, firing, now // 1000, signing
         )
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
         self._metrics.delivery_duration.observe(max(0, finished - now) / 1000)

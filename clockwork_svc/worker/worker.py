@@ -16,7 +16,7 @@ from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain.model import ClusterLayout, Firing
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.worker.dispatcher import Dispatcher
+from clockwork_svc.worker.dispatcher import Dispatcher, SecretSource
 from clockwork_svc.worker.due_queue import DueQueue
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
 
@@ -31,6 +31,8 @@ class WorkerSettings:
     # (an abandoned firing is not marked done, so the next owner delivers it).
     shutdown_grace_s: float = 10.0
     store_retry_delay_s: float = 1.0
+    # How long a tenant's signing secrets are cached (a rotation takes effect within this).
+    secret_cache_s: float = 10.0
 
 
 class Worker:
@@ -43,6 +45,7 @@ class Worker:
         settings: WorkerSettings,
         metrics: Metrics,
         may_dispatch: Callable[[], bool] = lambda: True,
+        secrets: SecretSource | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -56,7 +59,7 @@ class Worker:
         self._in_flight: dict[int, set[asyncio.Task[None]]] = {}
         self._may_dispatch = may_dispatch
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
-        self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer)
+        self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer, secrets)
         self._fire_task: asyncio.Task[None] | None = None
 
     @property

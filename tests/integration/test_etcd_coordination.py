@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,12 @@ TTL = 3
 
 class NullSink:
     async def deliver(
-        self, target: HttpTarget, payload: bytes, firing: Firing, timestamp_s: int
+        self,
+        target: HttpTarget,
+        payload: bytes,
+        firing: Firing,
+        timestamp_s: int,
+        signing_secrets: Sequence[str] = (),
     ) -> DeliveryResult:
         return DeliveryResult(True, False, 200)
 

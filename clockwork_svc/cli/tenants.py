@@ -1,0 +1,125 @@
+"""`clockwork tenant ...`: tenant administration (needs the admin token)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from clockwork_svc.api.v1 import tenants_pb2
+from clockwork_svc.cli.schedules import print_json, run_client
+
+
+def _options(fn: Any) -> Any:
+    fn = click.option(
+        "--server",
+        envvar="CLOCKWORK_SERVER",
+        default="127.0.0.1:7070",
+        show_default=True,
+        help="API HOST:PORT.",
+    )(fn)
+    fn = click.option(
+        "--token",
+        envvar="CLOCKWORK_ADMIN_TOKEN",
+        default=None,
+        help="The admin token (env CLOCKWORK_ADMIN_TOKEN).",
+    )(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+    return fn
+
+
+def _kw(kw: dict[str, Any]) -> dict[str, Any]:
+    return {**kw, "tenant": None}
+
+
+def _show(t: tenants_pb2.Tenant) -> str:
+    return (
+        f"{t.name}  v{t.version}  tokens={t.token_count}  "
+        f"signing_secrets={t.signing_secret_count}  created={t.create_time.ToJsonString()}"
+    )
+
+
+@click.group()
+def tenant() -> None:
+    """Tenant administration: tenants, API tokens and signing secrets."""
+
+
+@tenant.command("create")
+@click.argument("name")
+@_options
+def create(**kw: Any) -> None:
+    """Create a tenant; prints its first API token and signing secret (shown once)."""
+    reply = run_client(lambda c: c.create_tenant(kw["name"]), _kw(kw))
+    if kw["as_json"]:
+        print_json(reply)
+        return
+    click.echo(_show(reply.tenant))
+    click.echo(f"token: {reply.token}")
+    click.echo(f"signing secret: {reply.signing_secret}")
+
+
+@tenant.command("get")
+@click.argument("name")
+@_options
+def get(**kw: Any) -> None:
+    """Show a tenant (counts only; secrets are never shown again)."""
+    reply = run_client(lambda c: c.get_tenant(kw["name"]), _kw(kw))
+    click.echo(_show(reply)) if not kw["as_json"] else print_json(reply)
+
+
+@tenant.command("list")
+@click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--page-token", default="")
+@_options
+def list_(**kw: Any) -> None:
+    """List tenants."""
+    reply = run_client(lambda c: c.list_tenants(kw["page_size"], kw["page_token"]), _kw(kw))
+    if kw["as_json"]:
+        print_json(reply)
+        return
+    for t in reply.tenants:
+        click.echo(_show(t))
+    if reply.next_page_token:
+        click.echo(f"next page: --page-token {reply.next_page_token}")
+
+
+@tenant.command("rotate-secret")
+@click.argument("name")
+@click.option(
+    "--retire-previous",
+    is_flag=True,
+    help="Drop the older secrets at once (default: they keep signing).",
+)
+@_options
+def rotate_secret(**kw: Any) -> None:
+    """Add a new signing secret; prints it (shown once)."""
+    reply = run_client(
+        lambda c: c.rotate_signing_secret(kw["name"], kw["retire_previous"]), _kw(kw)
+    )
+    if kw["as_json"]:
+        print_json(reply)
+        return
+    click.echo(_show(reply.tenant))
+    click.echo(f"signing secret: {reply.signing_secret}")
+
+
+@tenant.command("issue-token")
+@click.argument("name")
+@_options
+def issue_token(**kw: Any) -> None:
+    """Issue another API token for a tenant; prints it (shown once)."""
+    reply = run_client(lambda c: c.issue_token(kw["name"]), _kw(kw))
+    if kw["as_json"]:
+        print_json(reply)
+        return
+    click.echo(_show(reply.tenant))
+    click.echo(f"token: {reply.token}")
+
+
+@tenant.command("revoke-tokens")
+@click.argument("name")
+@_options
+def revoke_tokens(**kw: Any) -> None:
+    """Revoke every API token of a tenant."""
+    reply = run_client(lambda c: c.revoke_tokens(kw["name"]), _kw(kw))
+    click.echo(_show(reply)) if not kw["as_json"] else print_json(reply)

@@ -1,0 +1,79 @@
+"""The v1 TenantService: tenant administration for admin callers."""
+
+from __future__ import annotations
+
+from clockwork_svc.api.v1 import tenants_pb2 as pb
+from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
+from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.errors import PermissionDenied
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.server.auth import Principal
+from clockwork_svc.server.convert import ms_to_ts
+from clockwork_svc.server.servicer import decode_token, encode_token, page_size, rpc_method
+from clockwork_svc.tenancy import TenantAdmin
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.admin:
+        raise PermissionDenied("tenant administration needs the admin credential")
+
+
+_admin = rpc_method(require_admin)
+
+
+def tenant_to_pb(t: Tenant) -> pb.Tenant:
+    return pb.Tenant(
+        name=t.name,
+        create_time=ms_to_ts(t.created_ms),
+        update_time=ms_to_ts(t.updated_ms),
+        version=t.version,
+        signing_secret_count=len(t.signing_secrets),
+        token_count=len(t.token_hashes),
+    )
+
+
+class TenantServicer(pb_grpc.TenantServiceServicer):
+    def __init__(self, admin: TenantAdmin, metrics: Metrics) -> None:
+        self._admin = admin
+        self._metrics = metrics
+
+    @_admin
+    async def CreateTenant(
+        self, request: pb.CreateTenantRequest, _: None
+    ) -> pb.CreateTenantResponse:
+        tenant, token, secret = await self._admin.create(request.name)
+        return pb.CreateTenantResponse(
+            tenant=tenant_to_pb(tenant), token=token, signing_secret=secret
+        )
+
+    @_admin
+    async def GetTenant(self, request: pb.GetTenantRequest, _: None) -> pb.Tenant:
+        return tenant_to_pb(await self._admin.get(request.name))
+
+    @_admin
+    async def ListTenants(self, request: pb.ListTenantsRequest, _: None) -> pb.ListTenantsResponse:
+        limit = page_size(request.page_size)
+        after = decode_token(request.page_token, 1)[0] if request.page_token else None
+        tenants = await self._admin.list(after, limit)
+        token = encode_token(tenants[-1].name) if len(tenants) == limit else ""
+        return pb.ListTenantsResponse(
+            tenants=[tenant_to_pb(t) for t in tenants], next_page_token=token
+        )
+
+    @_admin
+    async def RotateSigningSecret(
+        self, request: pb.RotateSigningSecretRequest, _: None
+    ) -> pb.RotateSigningSecretResponse:
+        issued = await self._admin.rotate_secret(request.name, request.retire_previous)
+        return pb.RotateSigningSecretResponse(
+            tenant=tenant_to_pb(issued.tenant), signing_secret=issued.secret
+        )
+
+    @_admin
+    async def IssueToken(self, request: pb.IssueTokenRequest, _: None) -> pb.IssueTokenResponse:
+        issued = await self._admin.issue_token(request.name)
+        return pb.IssueTokenResponse(tenant=tenant_to_pb(issued.tenant), token=issued.secret)
+
+    @_admin
+    async def RevokeTokens(self, request: pb.RevokeTokensRequest, _: None) -> pb.Tenant:
+        return tenant_to_pb(await self._admin.revoke_tokens(request.name))

@@ -1,0 +1,165 @@
+"""Authentication, tenant administration, isolation and signed deliveries, through the
+real gRPC API and a real HTTP receiver; signatures checked by an independent verifier
+(the standardwebhooks package)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from clockwork_svc import app
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.server.auth import AuthSettings
+from tests.integration.test_dev_node import dev_settings
+from tests.support.sink import Received, RecordingSink
+
+ADMIN = "admin-token-0123456789abcdef"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[RecordingSink]:
+    receiver = await RecordingSink().start()
+    yield receiver
+    await receiver.stop()
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
+    base = dev_settings(tmp_path)
+    settings = dataclasses.replace(
+        base,
+        api=dataclasses.replace(
+            base.api, auth=AuthSettings.from_pairs("", admin_token=ADMIN), token_cache_s=0.2
+        ),
+        worker=dataclasses.replace(base.worker, secret_cache_s=0.2),
+    )
+    async with app.running(settings, api=True, worker=True) as running:
+        yield running
+
+
+def client_for(node: app.Node, token: str | None, tenant: str | None = None) -> ClockworkClient:
+    assert node.api is not None
+    return ClockworkClient(
+        ClientSettings(f"127.0.0.1:{node.api.port}", tenant=tenant, token=token, timeout_s=10)
+    )
+
+
+def once(url: str, in_ms: int = 0) -> ScheduleSpec:
+    return ScheduleSpec(
+        triggers.OnceTrigger(now_ms() + in_ms), HttpTarget(url), payload=b'{"hi": 1}'
+    )
+
+
+def verify(secret: str, got: Received) -> None:
+    Webhook(secret).verify(got.body, got.headers, json_parse=False)
+
+
+async def expect_code(call: object, code: grpc.StatusCode) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call  # type: ignore[misc]
+    assert err.value.code() == code, err.value.details()
+
+
+async def test_calls_without_a_valid_token_are_unauthenticated(node: app.Node) -> None:
+    async with client_for(node, None, "acme") as anonymous:
+        await expect_code(anonymous.list(), grpc.StatusCode.UNAUTHENTICATED)
+    async with client_for(node, "wrong-token-0123456789") as wrong:
+        await expect_code(wrong.list(), grpc.StatusCode.UNAUTHENTICATED)
+        await expect_code(wrong.create_tenant("x"), grpc.StatusCode.UNAUTHENTICATED)
+
+
+async def test_signed_delivery_verifies_and_survives_rotation(
+    node: app.Node, sink: RecordingSink
+) -> None:
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("acme")
+        await expect_code(admin.create_tenant("acme"), grpc.StatusCode.ALREADY_EXISTS)
+    first_secret = created.signing_secret
+    assert first_secret.startswith("whsec_") and created.token.startswith("cwt_")
+    async with client_for(node, created.token) as acme:
+        await acme.create("signed", once(sink.url + "/signed"))
+        [got] = await sink.wait_for("/signed", 1, timeout_s=10)
+        verify(first_secret, got)
+        async with client_for(node, ADMIN) as admin:
+            rotated = await admin.rotate_signing_secret("acme")
+        await asyncio.sleep(0.5)  # past the worker's secret cache
+        await acme.create("rotated", once(sink.url + "/rotated"))
+        [got] = await sink.wait_for("/rotated", 1, timeout_s=10)
+        assert len(got.headers["webhook-signature"].split(" ")) == 2
+        verify(first_secret, got)
+        verify(rotated.signing_secret, got)
+        async with client_for(node, ADMIN) as admin:
+            retired = await admin.rotate_signing_secret("acme", retire_previous=True)
+        assert retired.tenant.signing_secret_count == 1
+        await asyncio.sleep(0.5)
+        await acme.create("retired", once(sink.url + "/retired"))
+        [got] = await sink.wait_for("/retired", 1, timeout_s=10)
+        verify(retired.signing_secret, got)
+        with pytest.raises(Exception, match="signature"):
+            verify(first_secret, got)
+
+
+async def test_tenants_cannot_touch_each_others_schedules(
+    node: app.Node, sink: RecordingSink
+) -> None:
+    async with client_for(node, ADMIN) as admin:
+        a = await admin.create_tenant("tenant-a")
+        b = await admin.create_tenant("tenant-b")
+    async with client_for(node, a.token) as ca, client_for(node, b.token) as cb:
+        await ca.create("secret-job", once(sink.url + "/a", 60_000))
+        for call in (
+            cb.get("secret-job"),
+            cb.cancel("secret-job"),
+            cb.pause("secret-job"),
+            cb.update("secret-job", once(sink.url + "/b", 60_000)),
+            cb.executions("secret-job"),
+        ):
+            await expect_code(call, grpc.StatusCode.NOT_FOUND)
+        assert [s.key for s in (await cb.list()).schedules] == []
+        assert (await ca.get("secret-job")).state == pb.ACTIVE
+    # A token cannot be used to act for another tenant.
+    async with client_for(node, b.token, tenant="tenant-a") as spoof:
+        await expect_code(spoof.list(), grpc.StatusCode.UNAUTHENTICATED)
+
+
+async def test_tenant_administration_needs_the_admin_token(node: app.Node) -> None:
+    async with client_for(node, ADMIN) as admin:
+        t = await admin.create_tenant("plain")
+        await expect_code(admin.list(), grpc.StatusCode.INVALID_ARGUMENT)  # names no tenant
+    async with client_for(node, t.token) as tenant_client:
+        await expect_code(tenant_client.create_tenant("evil"), grpc.StatusCode.PERMISSION_DENIED)
+        await expect_code(tenant_client.issue_token("plain"), grpc.StatusCode.PERMISSION_DENIED)
+    async with client_for(node, ADMIN, tenant="plain") as acting:
+        assert (await acting.list()).schedules == []
+
+
+async def test_issued_tokens_work_and_revocation_takes_effect(node: app.Node) -> None:
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("revokee")
+        second = await admin.issue_token("revokee")
+        assert second.tenant.token_count == 2
+        listed = [t.name for t in (await admin.list_tenants()).tenants]
+        assert "revokee" in listed
+    async with client_for(node, second.token) as c:
+        assert (await c.list()).schedules == []
+    async with client_for(node, ADMIN) as admin:
+        revoked = await admin.revoke_tokens("revokee")
+        assert revoked.token_count == 0
+    await asyncio.sleep(0.5)  # past the API's token cache
+    for token in (created.token, second.token):
+        async with client_for(node, token) as c:
+            await expect_code(c.list(), grpc.StatusCode.UNAUTHENTICATED)
