@@ -12,6 +12,7 @@ from typing import Protocol
 
 from clockwork_svc.domain.model import (
     ClusterLayout,
+    DeadLetter,
     DeliveryResult,
     Execution,
     Firing,
@@ -133,6 +134,25 @@ class Store(Protocol):
         removed from the tenant is revoked even if its index entry remains)."""
 
     async def token_owner(self, token_hash: str) -> str | None: ...
+
+    # --- dead letters ------------------------------------------------------------------
+
+    async def record_dead_letter(self, letter: DeadLetter) -> None:
+        """Upsert (keyed by tenant, dead time and firing id); `redriven_ms` is not written."""
+
+    async def list_dead_letters(
+        self,
+        tenant: str,
+        since_ms: int,
+        until_ms: int,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[DeadLetter]:
+        """Dead letters with since <= dead_ms < until, ordered by (dead_ms, firing_id),
+        strictly after `after` when given, at most `limit`. Ranges longer than the
+        dead-letter retention (30 days) return nothing older than it."""
+
+    async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None: ...
 
     # --- executions ----------------------------------------------------------------
 

@@ -27,7 +27,11 @@ def bucket_of(fire_at_ms: int, bucket_ms: int) -> int:
     return fire_at_ms // bucket_ms
 
 
-def firing_id(schedule_id: str, version: int, occurrence_ms: int, attempt: int) -> str:
+def firing_id(
+    schedule_id: str, version: int, occurrence_ms: int, attempt: int, redrive: int = 0
+) -> str:
+    if redrive:
+        return _digest(schedule_id, version, occurrence_ms, attempt, "redrive", redrive).hex()
     return _digest(schedule_id, version, occurrence_ms, attempt).hex()
 
 

@@ -82,6 +82,9 @@ class Firing:
     attempt: int
     delivery_id: str
     done: bool = False
+    # 0 for a normal firing; for a redriven dead letter, a generation number that makes
+    # its firing ids new (fresh attempts) while its delivery id stays the same.
+    redrive: int = 0
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -105,6 +108,29 @@ class Execution:
     status_code: int = 0
     error: str = ""
     next_attempt_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A firing that failed for good (permanent error or attempts exhausted)."""
+
+    tenant: str
+    schedule_key: str
+    schedule_id: str
+    firing_id: str
+    delivery_id: str
+    shard: int
+    seq: int
+    occurrence_ms: int
+    attempts: int
+    dead_ms: int
+    last_status: int = 0
+    last_error: str = ""
+    redriven_ms: int | None = None
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return (self.dead_ms, self.firing_id)
 
 
 @dataclass(frozen=True, slots=True)

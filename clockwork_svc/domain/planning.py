@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from clockwork_svc.domain import identity, retry, triggers
 from clockwork_svc.domain.model import (
     ClusterLayout,
+    DeadLetter,
     DeliveryResult,
     Execution,
     Firing,
@@ -44,11 +45,14 @@ def make_firing(
     occurrence_ms: int,
     attempt: int,
     fire_at_ms: int,
+    redrive: int = 0,
 ) -> Firing:
     return Firing(
         shard=schedule.shard,
         fire_at_ms=fire_at_ms,
-        firing_id=identity.firing_id(schedule.id, schedule.version, occurrence_ms, attempt),
+        firing_id=identity.firing_id(
+            schedule.id, schedule.version, occurrence_ms, attempt, redrive
+        ),
         tenant=schedule.tenant,
         schedule_key=schedule.key,
         schedule_id=schedule.id,
@@ -57,6 +61,7 @@ def make_firing(
         occurrence_ms=occurrence_ms,
         attempt=attempt,
         delivery_id=identity.delivery_id(schedule.id, occurrence_ms),
+        redrive=redrive,
     )
 
 
@@ -131,10 +136,15 @@ class Dispatch:
 
 
 def is_current(schedule: Schedule | None, firing: Firing) -> bool:
+    """Whether a firing still stands for its schedule.
+
+    A redriven dead letter was asked for explicitly after the fact, so a later change
+    of the schedule's spec (version) does not supersede it; a cancellation or pause does.
+    """
     return (
         schedule is not None
         and schedule.id == firing.schedule_id
-        and schedule.version == firing.version
+        and (firing.redrive > 0 or schedule.version == firing.version)
         and schedule.state in (ScheduleState.ACTIVE, ScheduleState.COMPLETED)
     )
 
@@ -152,7 +162,7 @@ def plan_dispatch(
         return Dispatch(Action.SUPERSEDED)
     late_by = now_ms - firing.fire_at_ms
     action = Action.EXPIRE if late_by > schedule.spec.effective_relevancy_ms else Action.DELIVER
-    if firing.attempt != 1:
+    if firing.attempt != 1 or firing.redrive:
         return Dispatch(action)
     nxt = next_occurrence(schedule, firing, now_ms)
     next_firing = None
@@ -238,7 +248,13 @@ def settle(
             error = f"{error} (retry max age of {policy.max_age_ms} ms reached)"
     else:
         retry_firing = make_firing(
-            schedule, layout, firing.seq, firing.occurrence_ms, firing.attempt + 1, retry_at
+            schedule,
+            layout,
+            firing.seq,
+            firing.occurrence_ms,
+            firing.attempt + 1,
+            retry_at,
+            firing.redrive,
         )
         outcome = Outcome.RETRYING
     execution = Execution(
@@ -272,4 +288,33 @@ def expired(firing: Firing, now_ms: int) -> Execution:
         duration_ms=0,
         outcome=Outcome.EXPIRED,
         error=f"past the relevancy window (late by {now_ms - firing.fire_at_ms} ms)",
+    )
+
+
+def dead_letter(firing: Firing, execution: Execution) -> DeadLetter:
+    """The dead-letter record of a firing that failed for good."""
+    return DeadLetter(
+        tenant=firing.tenant,
+        schedule_key=firing.schedule_key,
+        schedule_id=firing.schedule_id,
+        firing_id=firing.firing_id,
+        delivery_id=firing.delivery_id,
+        shard=firing.shard,
+        seq=firing.seq,
+        occurrence_ms=firing.occurrence_ms,
+        attempts=firing.attempt,
+        dead_ms=execution.started_ms + execution.duration_ms,
+        last_status=execution.status_code,
+        last_error=execution.error,
+    )
+
+
+def redrive_firing(
+    schedule: Schedule, letter: DeadLetter, layout: ClusterLayout, now_ms: int
+) -> Firing:
+    """A fresh first attempt of a dead letter's occurrence, due now, with the same
+    delivery id (receivers deduplicate) and a new firing id (its generation is the
+    redrive time, so redriving the same letter twice makes two distinct firings)."""
+    return make_firing(
+        schedule, layout, letter.seq, letter.occurrence_ms, 1, now_ms, redrive=now_ms
     )

@@ -20,6 +20,7 @@ from clockwork_svc.domain.codec import spec_from_json, spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
     ClusterLayout,
+    DeadLetter,
     Execution,
     Firing,
     Outcome,
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS firings (
     firing_id TEXT NOT NULL, tenant TEXT NOT NULL, schedule_key TEXT NOT NULL,
     schedule_id TEXT NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
     occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0,
+    done INTEGER NOT NULL DEFAULT 0, redrive INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
@@ -56,6 +57,13 @@ CREATE TABLE IF NOT EXISTS tenants (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_tokens (
     token_hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (
+    tenant TEXT NOT NULL, dead_ms INTEGER NOT NULL, firing_id TEXT NOT NULL,
+    schedule_key TEXT NOT NULL, schedule_id TEXT NOT NULL, delivery_id TEXT NOT NULL,
+    shard INTEGER NOT NULL, seq INTEGER NOT NULL, occurrence_ms INTEGER NOT NULL,
+    attempts INTEGER NOT NULL, last_status INTEGER NOT NULL, last_error TEXT NOT NULL,
+    redriven_ms INTEGER,
+    PRIMARY KEY (tenant, dead_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS shard_cursors (
     shard INTEGER PRIMARY KEY, position_ms INTEGER NOT NULL, epoch INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS executions (
@@ -73,7 +81,11 @@ _SCHEDULE_COLUMNS = (
 )
 _FIRING_COLUMNS = (
     "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
-    "occurrence_ms, attempt, delivery_id, done"
+    "occurrence_ms, attempt, delivery_id, done, redrive"
+)
+_DEAD_LETTER_COLUMNS = (
+    "tenant, schedule_key, schedule_id, firing_id, delivery_id, shard, seq, occurrence_ms, "
+    "attempts, dead_ms, last_status, last_error, redriven_ms"
 )
 _EXECUTION_COLUMNS = (
     "tenant, schedule_key, firing_id, delivery_id, attempt, occurrence_ms, due_ms, "
@@ -208,7 +220,7 @@ class SqliteStore:
         with self._conn:
             self._conn.executemany(
                 f"INSERT INTO firings (bucket, {_FIRING_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,0) ON CONFLICT DO NOTHING",
+                "(?,?,?,?,?,?,?,?,?,?,?,?,0,?) ON CONFLICT DO NOTHING",
                 [
                     (
                         bucket_of(f.fire_at_ms, layout.bucket_ms),
@@ -223,6 +235,7 @@ class SqliteStore:
                         f.occurrence_ms,
                         f.attempt,
                         f.delivery_id,
+                        f.redrive,
                     )
                     for f in firings
                 ],
@@ -364,6 +377,60 @@ class SqliteStore:
         )
         return str(row[0]) if row else None
 
+    # --- dead letters ------------------------------------------------------------------------
+
+    async def record_dead_letter(self, letter: DeadLetter) -> None:
+        d = letter
+        await self._run(
+            _execute_count,
+            self._conn,
+            f"INSERT INTO dead_letters ({_DEAD_LETTER_COLUMNS}) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?,?,NULL) ON CONFLICT DO UPDATE SET "
+            "last_status = excluded.last_status, last_error = excluded.last_error",
+            (
+                d.tenant,
+                d.schedule_key,
+                d.schedule_id,
+                d.firing_id,
+                d.delivery_id,
+                d.shard,
+                d.seq,
+                d.occurrence_ms,
+                d.attempts,
+                d.dead_ms,
+                d.last_status,
+                d.last_error,
+            ),
+        )
+
+    async def list_dead_letters(
+        self,
+        tenant: str,
+        since_ms: int,
+        until_ms: int,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[DeadLetter]:
+        start = after or (since_ms - 1, "")
+        found = await self._run(
+            _fetchall,
+            self._conn,
+            f"SELECT {_DEAD_LETTER_COLUMNS} FROM dead_letters WHERE tenant = ? "
+            "AND dead_ms >= ? AND dead_ms < ? AND (dead_ms, firing_id) > (?, ?) "
+            "ORDER BY dead_ms, firing_id LIMIT ?",
+            (tenant, since_ms, until_ms, start[0], start[1], limit),
+        )
+        return [DeadLetter(*r) for r in found]
+
+    async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None:
+        await self._run(
+            _execute_count,
+            self._conn,
+            "UPDATE dead_letters SET redriven_ms = ? WHERE tenant = ? AND dead_ms = ? "
+            "AND firing_id = ?",
+            (redriven_ms, letter.tenant, letter.dead_ms, letter.firing_id),
+        )
+
     # --- executions ----------------------------------------------------------------------
 
     async def record_execution(self, execution: Execution) -> None:
@@ -411,6 +478,7 @@ def _connect(path: Path, default_layout: ClusterLayout) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=5000")
     conn.executescript(_SCHEMA)
+    _add_missing_columns(conn)
     conn.isolation_level = "DEFERRED"
     with conn:
         conn.execute(
@@ -418,6 +486,14 @@ def _connect(path: Path, default_layout: ClusterLayout) -> sqlite3.Connection:
             (default_layout.shard_count, default_layout.bucket_ms, default_layout.created_ms),
         )
     return conn
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Columns added after a data dir may have been created (CREATE TABLE IF NOT EXISTS
+    does not change an existing table)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(firings)")}
+    if "redrive" not in columns:
+        conn.execute("ALTER TABLE firings ADD COLUMN redrive INTEGER NOT NULL DEFAULT 0")
 
 
 def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
@@ -506,6 +582,7 @@ def _firing_from_row(r: Any) -> Firing:
         attempt=r[9],
         delivery_id=r[10],
         done=bool(r[11]),
+        redrive=r[12],
     )
 
 

@@ -110,6 +110,7 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
         "schema_migrations",
         "tenants",
         "tenant_tokens",
+        "dead_letters",
     }
 
     def strategy(table: str) -> str:
@@ -127,6 +128,8 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
     assert executions["compaction"]["compaction_window_unit"] == "DAYS"
     assert executions["default_time_to_live"] == 7 * 86_400
     assert firings["gc_grace_seconds"] == executions["gc_grace_seconds"] == 3 * 3600
+    assert strategy("dead_letters") == "TimeWindowCompactionStrategy"
+    assert tables["dead_letters"]["default_time_to_live"] == 30 * 86_400
 
 
 def closed_port() -> int:

@@ -6,7 +6,14 @@ import hashlib
 from typing import Any, TypeGuard
 
 from clockwork_svc.domain.codec import spec_from_json
-from clockwork_svc.domain.model import Execution, Firing, Outcome, Schedule, ScheduleState
+from clockwork_svc.domain.model import (
+    DeadLetter,
+    Execution,
+    Firing,
+    Outcome,
+    Schedule,
+    ScheduleState,
+)
 from clockwork_svc.domain.tenant import Tenant
 
 Row = dict[str, Any]
@@ -20,8 +27,13 @@ SCHEDULE_COLUMNS = (
 )
 FIRING_COLUMNS = (
     "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
-    "occurrence_ms, attempt, delivery_id, done"
+    "occurrence_ms, attempt, delivery_id, done, redrive"
 )
+DEAD_LETTER_COLUMNS = (
+    "tenant, schedule_key, schedule_id, firing_id, delivery_id, shard, seq, occurrence_ms, "
+    "attempts, dead_ms, last_status, last_error, redriven_ms"
+)
+DAY_MS = 86_400_000
 EXECUTION_COLUMNS = (
     "tenant, schedule_key, firing_id, delivery_id, attempt, occurrence_ms, due_ms, "
     "started_ms, duration_ms, outcome, status_code, error, next_attempt_ms"
@@ -76,6 +88,7 @@ def firing(row: Row) -> Firing:
         attempt=row["attempt"],
         delivery_id=row["delivery_id"],
         done=bool(row["done"]),
+        redrive=row["redrive"] or 0,
     )
 
 
@@ -119,4 +132,10 @@ def tenant(row: Row) -> Tenant:
         version=row["version"],
         signing_secrets=tuple(row["signing_secrets"] or ()),
         token_hashes=tuple(row["token_hashes"] or ()),
+    )
+
+
+def dead_letter(row: Row) -> DeadLetter:
+    return DeadLetter(
+        **{name.strip(): row[name.strip()] for name in DEAD_LETTER_COLUMNS.split(",")}
     )

@@ -142,6 +142,35 @@ MIGRATIONS: list[Migration] = [
                 tenant text)""",
         ],
     ),
+    (
+        3,
+        "dead_letters",
+        [
+            "ALTER TABLE $keyspace.firings ADD IF NOT EXISTS redrive bigint",
+            # One partition per tenant and day (of dead_ms): listing a time range walks
+            # its days; the TTL bounds how many there are.
+            """CREATE TABLE IF NOT EXISTS $keyspace.dead_letters (
+                tenant text,
+                day int,
+                dead_ms bigint,
+                firing_id text,
+                schedule_key text,
+                schedule_id text,
+                delivery_id text,
+                shard int,
+                seq bigint,
+                occurrence_ms bigint,
+                attempts int,
+                last_status int,
+                last_error text,
+                redriven_ms bigint,
+                PRIMARY KEY ((tenant, day), dead_ms, firing_id))
+            WITH compaction = {'class': 'TimeWindowCompactionStrategy',
+                'compaction_window_unit': 'DAYS', 'compaction_window_size': '1'}
+            AND default_time_to_live = 2592000
+            AND gc_grace_seconds = $gc_grace_s""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

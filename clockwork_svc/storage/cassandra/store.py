@@ -24,6 +24,7 @@ from clockwork_svc.domain.codec import spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
     ClusterLayout,
+    DeadLetter,
     Execution,
     Firing,
     Progress,
@@ -48,6 +49,7 @@ _PAGE_SIZE = 5000
 # batch_size_warn_threshold.
 _BATCH_ROWS = 25
 _DEFAULT_RETENTION_S = 7 * 86_400
+_DEAD_LETTER_RETENTION_MS = 30 * 86_400_000
 # Cassandra's longest TTL; and, unless storage_compatibility_mode is NONE, no cell may
 # expire after 2038-01-19 (a day of margin). A firing whose TTL would pass either
 # limit is written without TTL: kept forever is better than gone before it is due.
@@ -92,6 +94,9 @@ class _Statements:
     replace_tenant: Any
     put_token_owner: Any
     token_owner: Any
+    record_dead_letter: Any
+    list_dead_letters: Any
+    mark_redriven: Any
 
 
 def _cql(ks: str) -> dict[str, tuple[str, bool]]:
@@ -135,8 +140,8 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         # No `done` column: a re-put must never clear it.
         "put_firing": (
             f"INSERT INTO {ks}.firings (shard, bucket, fire_at_ms, firing_id, tenant, "
-            "schedule_key, schedule_id, version, seq, occurrence_ms, attempt, delivery_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+            "schedule_key, schedule_id, version, seq, occurrence_ms, attempt, delivery_id, "
+            "redrive) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
             True,
         ),
         "get_firing": (
@@ -211,6 +216,23 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
             True,
         ),
         "token_owner": (f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
+        # No redriven_ms: recording a letter again never clears a redrive mark.
+        "record_dead_letter": (
+            f"INSERT INTO {ks}.dead_letters (day, tenant, schedule_key, schedule_id, "
+            "firing_id, delivery_id, shard, seq, occurrence_ms, attempts, dead_ms, "
+            "last_status, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            True,
+        ),
+        "list_dead_letters": (
+            f"SELECT {rows.DEAD_LETTER_COLUMNS} FROM {ks}.dead_letters WHERE tenant = ? "
+            "AND day = ? AND (dead_ms, firing_id) > (?, ?) AND dead_ms < ? LIMIT ?",
+            True,
+        ),
+        "mark_redriven": (
+            f"UPDATE {ks}.dead_letters SET redriven_ms = ? WHERE tenant = ? AND day = ? "
+            "AND dead_ms = ? AND firing_id = ?",
+            True,
+        ),
     }
 
 
@@ -422,6 +444,7 @@ class CassandraStore:
                     f.occurrence_ms,
                     f.attempt,
                     f.delivery_id,
+                    f.redrive,
                     firing_ttl_s(f.fire_at_ms, self._retention_s, now_s),
                 )
             )
@@ -596,6 +619,64 @@ class CassandraStore:
         return [rows.execution(r) for r in found]
 
     # --- helpers -------------------------------------------------------------------------
+
+    # --- dead letters -------------------------------------------------------------------------
+
+    async def record_dead_letter(self, letter: DeadLetter) -> None:
+        d = letter
+        await self._run(
+            self._st.record_dead_letter,
+            (
+                d.dead_ms // rows.DAY_MS,
+                d.tenant,
+                d.schedule_key,
+                d.schedule_id,
+                d.firing_id,
+                d.delivery_id,
+                d.shard,
+                d.seq,
+                d.occurrence_ms,
+                d.attempts,
+                d.dead_ms,
+                d.last_status,
+                d.last_error,
+            ),
+        )
+
+    async def list_dead_letters(
+        self,
+        tenant: str,
+        since_ms: int,
+        until_ms: int,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[DeadLetter]:
+        start = after or (since_ms - 1, "")
+        found: list[DeadLetter] = []
+        oldest_day = (int(time.time() * 1000) - _DEAD_LETTER_RETENTION_MS) // rows.DAY_MS
+        day = max(start[0] // rows.DAY_MS, oldest_day)
+        while len(found) < limit and day <= (until_ms - 1) // rows.DAY_MS:
+            page = await bridge.fetch(
+                self._session,
+                self._st.list_dead_letters,
+                (tenant, day, start[0], start[1], until_ms, limit - len(found)),
+                max_rows=limit - len(found),
+            )
+            found += [rows.dead_letter(r) for r in page if r["dead_ms"] >= since_ms]
+            day += 1
+        return found
+
+    async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None:
+        await self._run(
+            self._st.mark_redriven,
+            (
+                redriven_ms,
+                letter.tenant,
+                letter.dead_ms // rows.DAY_MS,
+                letter.dead_ms,
+                letter.firing_id,
+            ),
+        )
 
     # --- tenants ----------------------------------------------------------------------------
 
