@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from clockwork_svc.abc import Clock, Store, SystemClock
+from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.observability.http_server import OpsServer
@@ -116,6 +117,7 @@ async def start_node(
             )
             node.api = await start_server(
                 scheduling,
+                DeadLetters(store, clock, layout, on_new),
                 TenantAdmin(store, clock),
                 TokenDirectory(store, clock, settings.api.token_cache_s),
                 metrics,

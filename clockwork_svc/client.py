@@ -152,6 +152,28 @@ class ClockworkClient:
         request = pb.ListExecutionsRequest(key=key, page_size=page_size, page_token=page_token)
         return await self._unary(self._stub.ListExecutions, request)
 
+    async def dead_letters(
+        self,
+        window: pb.DeadLetterRange | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> pb.ListDeadLettersResponse:
+        request = pb.ListDeadLettersRequest(
+            range=window, page_size=page_size, page_token=page_token
+        )
+        return await self._unary(self._stub.ListDeadLetters, request)
+
+    async def redrive(
+        self,
+        window: pb.DeadLetterRange | None = None,
+        firing_ids: Sequence[str] = (),
+        again: bool = False,
+    ) -> pb.RedriveDeadLettersResponse:
+        request = pb.RedriveDeadLettersRequest(
+            range=window, firing_ids=list(firing_ids), again=again
+        )
+        return await self._unary(self._stub.RedriveDeadLetters, request)
+
     # --- tenant administration (admin credential) -----------------------------------
 
     async def create_tenant(self, name: str) -> tenants_pb2.CreateTenantResponse:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from clockwork_svc.cli import cluster, schedules, tenants
+from clockwork_svc.cli import cluster, dead_letters, schedules, tenants
 from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits
@@ -41,6 +41,7 @@ def cli() -> None:
 cli.add_command(schedules.schedule)
 cli.add_command(cluster.cluster)
 cli.add_command(tenants.tenant)
+cli.add_command(dead_letters.dlq)
 cli.add_command(schedules.executions)
 
 

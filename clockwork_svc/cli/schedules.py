@@ -22,7 +22,7 @@ from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, Schedu
 T = TypeVar("T")
 
 
-def _client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--server",
         envvar="CLOCKWORK_SERVER",
@@ -152,7 +152,7 @@ def _spec(kw: dict[str, Any]) -> ScheduleSpec:
 @schedule.command("create")
 @click.option("--key", required=True, help="Unique per tenant; repeating a create is safe.")
 @_spec_options
-@_client_options
+@client_options
 def create(**kw: Any) -> None:
     """Create a schedule (idempotent on tenant and key)."""
     spec = _spec(kw)
@@ -169,7 +169,7 @@ def create(**kw: Any) -> None:
 @click.option("--key", required=True)
 @click.option("--expected-version", type=int, default=0)
 @_spec_options
-@_client_options
+@client_options
 def update(**kw: Any) -> None:
     """Replace the spec of a schedule."""
     spec = _spec(kw)
@@ -180,7 +180,7 @@ def update(**kw: Any) -> None:
 
 @schedule.command("get")
 @click.argument("key")
-@_client_options
+@client_options
 def get(**kw: Any) -> None:
     """Show one schedule."""
     _print_schedule(run_client(lambda c: c.get(kw["key"]), kw), kw["as_json"])
@@ -189,7 +189,7 @@ def get(**kw: Any) -> None:
 @schedule.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
-@_client_options
+@client_options
 def list_(**kw: Any) -> None:
     """List the tenant's schedules by key."""
     page = run_client(lambda c: c.list(kw["page_size"], kw["page_token"]), kw)
@@ -205,7 +205,7 @@ def list_(**kw: Any) -> None:
 def _state_command(name: str, doc: str) -> None:
     @schedule.command(name, help=doc)
     @click.argument("key")
-    @_client_options
+    @client_options
     def command(**kw: Any) -> None:
         def call(client: ClockworkClient) -> Awaitable[pb.Schedule]:
             method: Callable[[str], Awaitable[pb.Schedule]] = getattr(client, name)
@@ -228,7 +228,7 @@ def executions() -> None:
 @click.argument("key")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--page-token", default="")
-@_client_options
+@client_options
 def list_executions(**kw: Any) -> None:
     """List delivery attempts of a schedule, newest first."""
     page = run_client(lambda c: c.executions(kw["key"], kw["page_size"], kw["page_token"]), kw)

@@ -10,7 +10,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Execution, Outcome, Schedule, ScheduleState
+from clockwork_svc.domain.model import DeadLetter, Execution, Outcome, Schedule, ScheduleState
 from clockwork_svc.domain.spec import (
     HttpTarget,
     MisfirePolicy,
@@ -221,4 +221,20 @@ def execution_to_pb(e: Execution) -> pb.Execution:
     )
     if e.next_attempt_ms is not None:
         out.next_attempt_time.CopyFrom(ms_to_ts(e.next_attempt_ms))
+    return out
+
+
+def dead_letter_to_pb(d: DeadLetter) -> pb.DeadLetter:
+    out = pb.DeadLetter(
+        key=d.schedule_key,
+        firing_id=d.firing_id,
+        delivery_id=d.delivery_id,
+        occurrence_time=ms_to_ts(d.occurrence_ms),
+        attempts=d.attempts,
+        dead_time=ms_to_ts(d.dead_ms),
+        last_status_code=d.last_status,
+        last_error=d.last_error,
+    )
+    if d.redriven_ms is not None:
+        out.redrive_time.CopyFrom(ms_to_ts(d.redriven_ms))
     return out

@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.api.v1 import tenants_pb2, tenants_pb2_grpc
+from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
@@ -46,6 +47,7 @@ class RunningServer:
 
 async def start_server(
     scheduling: Scheduling,
+    dead_letters: DeadLetters,
     tenant_admin: TenantAdmin,
     tokens: TokenLookup,
     metrics: Metrics,
@@ -60,7 +62,9 @@ async def start_server(
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ],
     )
-    pb_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(scheduling, metrics), server)
+    pb_grpc.add_SchedulerServiceServicer_to_server(
+        SchedulerServicer(scheduling, dead_letters, metrics), server
+    )
     tenants_pb2_grpc.add_TenantServiceServicer_to_server(
         TenantServicer(tenant_admin, metrics), server
     )

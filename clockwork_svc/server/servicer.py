@@ -15,6 +15,8 @@ import grpc
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.dead_letters import DeadLetters, Range
+from clockwork_svc.domain.spec import validate_key
 from clockwork_svc.errors import (
     AlreadyExists,
     ClockworkError,
@@ -129,8 +131,9 @@ def decode_token(token: str, count: int) -> list[str]:
 
 
 class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
-    def __init__(self, scheduling: Scheduling, metrics: Metrics) -> None:
+    def __init__(self, scheduling: Scheduling, dead_letters: DeadLetters, metrics: Metrics) -> None:
         self._scheduling = scheduling
+        self._dead_letters = dead_letters
         self._metrics = metrics
 
     @staticmethod
@@ -226,3 +229,39 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         return pb.ListExecutionsResponse(
             executions=[convert.execution_to_pb(e) for e in executions], next_page_token=token
         )
+
+    def _range(self, window: pb.DeadLetterRange) -> Range:
+        since = convert.ts_to_ms(window.since, "range.since") if window.HasField("since") else None
+        until = convert.ts_to_ms(window.until, "range.until") if window.HasField("until") else None
+        if window.key:
+            validate_key(window.key, "range.key")
+        return self._dead_letters.range(since, until, window.key)
+
+    @_rpc
+    async def ListDeadLetters(
+        self, request: pb.ListDeadLettersRequest, tenant: str
+    ) -> pb.ListDeadLettersResponse:
+        limit = page_size(request.page_size)
+        window = self._range(request.range)
+        after = None
+        if request.page_token:
+            dead, firing = decode_token(request.page_token, 2)
+            if not dead.isdigit():
+                raise InvalidArgument("page_token", "is malformed")
+            after = (int(dead), firing)
+        letters = await self._dead_letters.list(tenant, window, after, limit)
+        token = encode_token(*letters[-1].sort_key) if len(letters) == limit else ""
+        return pb.ListDeadLettersResponse(
+            dead_letters=[convert.dead_letter_to_pb(d) for d in letters], next_page_token=token
+        )
+
+    @_rpc
+    async def RedriveDeadLetters(
+        self, request: pb.RedriveDeadLettersRequest, tenant: str
+    ) -> pb.RedriveDeadLettersResponse:
+        if len(request.firing_ids) > 1000:
+            raise InvalidArgument("firing_ids", "at most 1000")
+        result = await self._dead_letters.redrive(
+            tenant, self._range(request.range), list(request.firing_ids), request.again
+        )
+        return pb.RedriveDeadLettersResponse(redriven=result.redriven, skipped=result.skipped)

@@ -103,6 +103,8 @@ class Dispatcher:
             await self._store.put_firings([settled.retry])
             self._on_new_firing(settled.retry)
         await self._store.record_execution(settled.execution)
+        if settled.execution.outcome is Outcome.FAILED:
+            await self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))
         if result.stop_schedule:
             await self._stop_schedule(schedule, now)
         outcome = settled.execution.outcome

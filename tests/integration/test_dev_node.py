@@ -278,3 +278,53 @@ async def test_list_pages(client: ClockworkClient, sink: RecordingSink) -> None:
     await client.create_many([(f"k{i:02d}", s) for i in range(25)])
     keys = [x.key async for x in client.list_all(page_size=10)]
     assert keys == [f"k{i:02d}" for i in range(25)]
+
+
+async def test_exhausted_firings_are_dead_lettered_and_redrive_keeps_the_delivery_id(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    failing = True
+    sink.responder = lambda path, n: 500 if failing else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=2, initial_delay_ms=100)
+    for key in ("dl-a", "dl-b"):
+        await client.create(
+            key, spec(sink.url + "/" + key, triggers.OnceTrigger(now_ms()), retry=retry)
+        )
+    await sink.wait_for("/dl-a", 2, timeout_s=10)
+    await sink.wait_for("/dl-b", 2, timeout_s=10)
+    await asyncio.sleep(0.5)
+    letters = (await client.dead_letters()).dead_letters
+    assert sorted(d.key for d in letters) == ["dl-a", "dl-b"]
+    a = next(d for d in letters if d.key == "dl-a")
+    assert a.attempts == 2 and a.last_status_code == 500 and "HTTP 500" in a.last_error
+    original_id = sink.at("/dl-a")[0].delivery_id
+    assert a.delivery_id == original_id
+
+    failing = False
+    done = await client.redrive(firing_ids=[a.firing_id])
+    assert (done.redriven, done.skipped) == (1, 0)
+    [*_, redelivered] = await sink.wait_for("/dl-a", 3, timeout_s=10)
+    assert redelivered.delivery_id == original_id
+    # Already redriven: skipped unless asked again; by schedule key.
+    again = await client.redrive(pb.DeadLetterRange(key="dl-a"))
+    assert (again.redriven, again.skipped) == (0, 1)
+    rest = await client.redrive()
+    assert (rest.redriven, rest.skipped) == (1, 1)
+    await sink.wait_for("/dl-b", 3, timeout_s=10)
+    listed = (await client.dead_letters(pb.DeadLetterRange(key="dl-a"))).dead_letters
+    assert len(listed) == 1 and listed[0].HasField("redrive_time")
+    await asyncio.sleep(0.5)
+    assert len(sink.at("/dl-a")) == 3 and len(sink.at("/dl-b")) == 3
+    # The redriven attempt succeeded and is in the history.
+    outcomes = [e.outcome for e in (await client.executions("dl-a")).executions]
+    assert outcomes[0] == pb.SUCCEEDED
+
+
+async def test_dead_letter_range_is_validated(client: ClockworkClient) -> None:
+    bad = pb.DeadLetterRange()
+    bad.since.FromMilliseconds(now_ms())
+    bad.until.FromMilliseconds(now_ms() - 1000)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await client.dead_letters(bad)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("range.since")

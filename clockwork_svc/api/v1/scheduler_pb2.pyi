@@ -816,3 +816,187 @@ class ListExecutionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListExecutionsResponse: _TypeAlias = ListExecutionsResponse  # noqa: Y015
+
+@_typing.final
+class DeadLetter(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    FIRING_ID_FIELD_NUMBER: _builtins.int
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    OCCURRENCE_TIME_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    DEAD_TIME_FIELD_NUMBER: _builtins.int
+    LAST_STATUS_CODE_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    REDRIVE_TIME_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    firing_id: _builtins.str
+    delivery_id: _builtins.str
+    """The webhook-id: a redrive keeps it."""
+    attempts: _builtins.int
+    last_status_code: _builtins.int
+    last_error: _builtins.str
+    @_builtins.property
+    def occurrence_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def dead_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def redrive_time(self) -> _timestamp_pb2.Timestamp:
+        """Set once redriven."""
+
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        firing_id: _builtins.str = ...,
+        delivery_id: _builtins.str = ...,
+        occurrence_time: _timestamp_pb2.Timestamp | None = ...,
+        attempts: _builtins.int = ...,
+        dead_time: _timestamp_pb2.Timestamp | None = ...,
+        last_status_code: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+        redrive_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dead_time", b"dead_time", "occurrence_time", b"occurrence_time", "redrive_time", b"redrive_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "dead_time", b"dead_time", "delivery_id", b"delivery_id", "firing_id", b"firing_id", "key", b"key", "last_error", b"last_error", "last_status_code", b"last_status_code", "occurrence_time", b"occurrence_time", "redrive_time", b"redrive_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeadLetter: _TypeAlias = DeadLetter  # noqa: Y015
+
+@_typing.final
+class DeadLetterRange(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """Only this schedule's dead letters, if set."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Default: 7 days ago. Dead letters are kept 30 days."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp:
+        """Exclusive; default: now."""
+
+    def __init__(
+        self,
+        *,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeadLetterRange: _TypeAlias = DeadLetterRange  # noqa: Y015
+
+@_typing.final
+class ListDeadLettersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RANGE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    @_builtins.property
+    def range(self) -> Global___DeadLetterRange: ...
+    def __init__(
+        self,
+        *,
+        range: Global___DeadLetterRange | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["range", b"range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "range", b"range"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDeadLettersRequest: _TypeAlias = ListDeadLettersRequest  # noqa: Y015
+
+@_typing.final
+class ListDeadLettersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEAD_LETTERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def dead_letters(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeadLetter]: ...
+    def __init__(
+        self,
+        *,
+        dead_letters: _abc.Iterable[Global___DeadLetter] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letters", b"dead_letters", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDeadLettersResponse: _TypeAlias = ListDeadLettersResponse  # noqa: Y015
+
+@_typing.final
+class RedriveDeadLettersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRING_IDS_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    AGAIN_FIELD_NUMBER: _builtins.int
+    again: _builtins.bool
+    @_builtins.property
+    def firing_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Redrive exactly these (firing ids from ListDeadLetters), within `range`."""
+
+    @_builtins.property
+    def range(self) -> Global___DeadLetterRange:
+        """Without firing_ids: every dead letter in the range (of `range.key` if set)."""
+
+    def __init__(
+        self,
+        *,
+        firing_ids: _abc.Iterable[_builtins.str] | None = ...,
+        range: Global___DeadLetterRange | None = ...,
+        again: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["range", b"range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["again", b"again", "firing_ids", b"firing_ids", "range", b"range"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveDeadLettersRequest: _TypeAlias = RedriveDeadLettersRequest  # noqa: Y015
+
+@_typing.final
+class RedriveDeadLettersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REDRIVEN_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    redriven: _builtins.int
+    skipped: _builtins.int
+    """Already redriven (without `again`), or their schedule is cancelled, paused or gone."""
+    def __init__(
+        self,
+        *,
+        redriven: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["redriven", b"redriven", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RedriveDeadLettersResponse: _TypeAlias = RedriveDeadLettersResponse  # noqa: Y015

@@ -79,6 +79,16 @@ class SchedulerServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/ListDeadLetters',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.RedriveDeadLetters = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/RedriveDeadLetters',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -152,6 +162,23 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadLetters(self, request, context):
+        """Lists dead letters (firings that failed for good) in a time range, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedriveDeadLetters(self, request, context):
+        """Delivers dead letters again, now, with fresh attempts and the same delivery id:
+        the listed ones, or every one of a schedule, or every one of the tenant, within a
+        time range. Letters already redriven are skipped unless `again` is set; letters of
+        cancelled, paused or deleted schedules are skipped and counted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -199,6 +226,16 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListExecutions,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.SerializeToString,
+            ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'RedriveDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveDeadLetters,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -444,6 +481,60 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/ListExecutions',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/ListDeadLetters',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/RedriveDeadLetters',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.RedriveDeadLettersResponse.FromString,
             options,
             channel_credentials,
             insecure,

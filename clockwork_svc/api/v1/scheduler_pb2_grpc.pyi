@@ -63,6 +63,14 @@ class SchedulerServiceStub:
     """Cancels a schedule for good; pending firings are not delivered. Idempotent."""
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]
     """Lists delivery attempts of a schedule, newest first."""
+    ListDeadLetters: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListDeadLettersRequest, _scheduler_pb2.ListDeadLettersResponse]
+    """Lists dead letters (firings that failed for good) in a time range, oldest first."""
+    RedriveDeadLetters: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.RedriveDeadLettersRequest, _scheduler_pb2.RedriveDeadLettersResponse]
+    """Delivers dead letters again, now, with fresh attempts and the same delivery id:
+    the listed ones, or every one of a schedule, or every one of the tenant, within a
+    time range. Letters already redriven are skipped unless `again` is set; letters of
+    cancelled, paused or deleted schedules are skipped and counted.
+    """
 
 @_typing.type_check_only
 class SchedulerServiceAsyncStub(SchedulerServiceStub):
@@ -94,6 +102,14 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     """Cancels a schedule for good; pending firings are not delivered. Idempotent."""
     ListExecutions: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """Lists delivery attempts of a schedule, newest first."""
+    ListDeadLetters: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListDeadLettersRequest, _scheduler_pb2.ListDeadLettersResponse]  # type: ignore[assignment]
+    """Lists dead letters (firings that failed for good) in a time range, oldest first."""
+    RedriveDeadLetters: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.RedriveDeadLettersRequest, _scheduler_pb2.RedriveDeadLettersResponse]  # type: ignore[assignment]
+    """Delivers dead letters again, now, with fresh attempts and the same delivery id:
+    the listed ones, or every one of a schedule, or every one of the tenant, within a
+    time range. Letters already redriven are skipped unless `again` is set; letters of
+    cancelled, paused or deleted schedules are skipped and counted.
+    """
 
 class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -176,5 +192,25 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ListExecutionsResponse, _abc.Awaitable[_scheduler_pb2.ListExecutionsResponse]]:
         """Lists delivery attempts of a schedule, newest first."""
+
+    @_abc_1.abstractmethod
+    def ListDeadLetters(
+        self,
+        request: _scheduler_pb2.ListDeadLettersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.ListDeadLettersResponse, _abc.Awaitable[_scheduler_pb2.ListDeadLettersResponse]]:
+        """Lists dead letters (firings that failed for good) in a time range, oldest first."""
+
+    @_abc_1.abstractmethod
+    def RedriveDeadLetters(
+        self,
+        request: _scheduler_pb2.RedriveDeadLettersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.RedriveDeadLettersResponse, _abc.Awaitable[_scheduler_pb2.RedriveDeadLettersResponse]]:
+        """Delivers dead letters again, now, with fresh attempts and the same delivery id:
+        the listed ones, or every one of a schedule, or every one of the tenant, within a
+        time range. Letters already redriven are skipped unless `again` is set; letters of
+        cancelled, paused or deleted schedules are skipped and counted.
+        """
 
 def add_SchedulerServiceServicer_to_server(servicer: SchedulerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
