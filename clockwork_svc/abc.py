@@ -20,7 +20,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ShardCursor,
 )
-from clockwork_svc.domain.spec import HttpTarget
+from clockwork_svc.domain.spec import Target
 from clockwork_svc.domain.tenant import Tenant
 
 
@@ -171,13 +171,15 @@ class DeliverySink(Protocol):
 
     async def deliver(
         self,
-        target: HttpTarget,
+        target: Target,
         payload: bytes,
         firing: Firing,
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
+        key: str = "",
     ) -> DeliveryResult:
         """Deliver once. With signing secrets, the request carries a Standard Webhooks
-        `webhook-signature` (one signature per secret)."""
+        `webhook-signature` (one signature per secret). `key` is the routing key
+        (ordering key or schedule key), used as the Kafka message key."""
 
     async def close(self) -> None: ...

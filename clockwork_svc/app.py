@@ -15,6 +15,8 @@ from typing import Protocol
 from clockwork_svc.abc import Clock, Store, SystemClock
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
+from clockwork_svc.delivery.kafka import KafkaSink
+from clockwork_svc.delivery.routing import RoutingSink
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.observability.http_server import OpsServer
 from clockwork_svc.observability.metrics import Metrics
@@ -62,7 +64,7 @@ class Node:
     api: RunningServer | None = None
     worker: Worker | None = None
     ops: OpsServer | None = None
-    sink: HttpSink | None = None
+    sink: RoutingSink | None = None
     coordinator: EtcdCoordinatorLike | None = None
     coordinator_task: asyncio.Task[None] | None = None
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -146,7 +148,7 @@ async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
 
 
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
-    node.sink = sink = HttpSink(settings.targets)
+    node.sink = sink = RoutingSink(HttpSink(settings.targets), KafkaSink(settings.kafka))
     if settings.etcd is None:
         node.worker = Worker(
             node.store,

@@ -21,7 +21,13 @@ from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import ClusterLayout, Execution, Firing, Schedule, ScheduleState
 from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
-from clockwork_svc.domain.spec import Limits, ScheduleSpec, validate_key, validate_spec
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    Limits,
+    ScheduleSpec,
+    validate_key,
+    validate_spec,
+)
 from clockwork_svc.errors import (
     AlreadyExists,
     ClockworkError,
@@ -64,6 +70,8 @@ class Scheduling:
 
     def _validate(self, spec: ScheduleSpec) -> None:
         validate_spec(spec, self._limits)
+        if not isinstance(spec.target, HttpTarget):
+            return
         host = urlsplit(spec.target.url).hostname or ""
         address = literal_address(host)
         if address is not None and not self._targets.permits(address):

@@ -100,3 +100,6 @@ class ProcessSettings:
     targets: AddressPolicy = field(default_factory=AddressPolicy)
     # None: this worker owns every shard (single worker, or `clockwork dev`).
     etcd: EtcdSettings | None = None
+    # Kafka bootstrap servers for Kafka targets ("host:port[,host:port]"); None: a
+    # firing with a Kafka target fails permanently with a clear error.
+    kafka: str | None = None

@@ -144,6 +144,12 @@ def _cassandra_options(fn: Any) -> Any:
 
 
 def _targets_option(fn: Any) -> Any:
+    fn = click.option(
+        "--kafka",
+        envvar="CLOCKWORK_KAFKA",
+        default=None,
+        help="Kafka bootstrap servers HOST:PORT[,...] for schedules with a Kafka target.",
+    )(fn)
     return click.option(
         "--allow-private-targets",
         envvar="CLOCKWORK_ALLOW_PRIVATE_TARGETS",
@@ -247,6 +253,7 @@ def dev(**kw: Any) -> None:
         api=_api_settings(kw, auth_required=not loopback),
         ops=_ops_settings(kw),
         targets=_target_policy(kw, allow_loopback=True),
+        kafka=kw["kafka"],
     )
     _run(settings, api=True, worker=True)
 
@@ -309,6 +316,7 @@ def worker(**kw: Any) -> None:
         targets=_target_policy(kw, allow_loopback=False),
         worker=WorkerSettings(max_concurrent_deliveries=kw["max_concurrent_deliveries"]),
         etcd=_etcd_settings(kw),
+        kafka=kw["kafka"],
     )
     _run(settings, api=False, worker=True)
 

@@ -17,7 +17,14 @@ from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, ScheduleSpec
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    KafkaTarget,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+    Target,
+)
 
 T = TypeVar("T")
 
@@ -116,7 +123,8 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--cron", help="Fire on this 5-field cron expression."),
             click.option("--tz", help="IANA time zone for --cron (default UTC)."),
             click.option("--count", type=click.IntRange(1), help="Stop after N occurrences."),
-            click.option("--url", required=True, help="Callback URL (http/https)."),
+            click.option("--url", help="Callback URL (http/https)."),
+            click.option("--kafka-topic", help="Produce to this Kafka topic instead of a URL."),
             click.option("--method", default="POST", show_default=True),
             click.option("--payload", default="", help="Request body."),
             click.option("--header", "headers", multiple=True, help="NAME=VALUE; repeatable."),
@@ -134,15 +142,24 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _target(kw: dict[str, Any]) -> Target:
+    if bool(kw["url"]) == bool(kw["kafka_topic"]):
+        raise click.UsageError("give exactly one of --url, --kafka-topic")
+    headers = tuple(sorted(header(h) for h in kw["headers"]))
+    if kw["kafka_topic"]:
+        return KafkaTarget(kw["kafka_topic"], headers)
+    return HttpTarget(
+        url=kw["url"],
+        method=kw["method"].upper(),
+        headers=headers,
+        timeout_ms=duration_ms(kw["timeout"], "--timeout") if kw["timeout"] else 0,
+    )
+
+
 def _spec(kw: dict[str, Any]) -> ScheduleSpec:
     return ScheduleSpec(
         trigger=_trigger(kw),
-        target=HttpTarget(
-            url=kw["url"],
-            method=kw["method"].upper(),
-            headers=tuple(sorted(header(h) for h in kw["headers"])),
-            timeout_ms=duration_ms(kw["timeout"], "--timeout") if kw["timeout"] else 0,
-        ),
+        target=_target(kw),
         payload=kw["payload"].encode(),
         retry=_retry(kw),
         ordering_key=kw["ordering_key"],

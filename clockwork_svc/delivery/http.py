@@ -54,7 +54,7 @@ class GuardedResolver(AbstractResolver):
 
 
 class HttpSink:
-    """Implements clockwork_svc.abc.DeliverySink for HTTP targets."""
+    """Delivers to HTTP targets (see delivery/routing.py for the DeliverySink)."""
 
     def __init__(self, policy: AddressPolicy, max_connections: int = 1000) -> None:
         self._policy = policy
@@ -96,12 +96,9 @@ class HttpSink:
             return DeliveryResult(False, False, error=f"target address {address} is not allowed")
         headers = {name: value for name, value in target.headers}
         headers.setdefault("Content-Type", _content_type(payload))
-        headers["webhook-id"] = firing.delivery_id
-        headers["webhook-timestamp"] = str(timestamp_s)
-        if signing_secrets:
-            headers["webhook-signature"] = signing.signature(
-                signing_secrets, firing.delivery_id, timestamp_s, payload
-            )
+        headers.update(
+            signing.webhook_headers(firing.delivery_id, timestamp_s, payload, signing_secrets)
+        )
         timeout = aiohttp.ClientTimeout(total=target.effective_timeout_ms / 1000)
         try:
             async with self._client().request(

@@ -12,10 +12,12 @@ from typing import Any
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import (
     HttpTarget,
+    KafkaTarget,
     MisfirePolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
+    Target,
 )
 
 _TRIGGER_TYPES: dict[str, type[Any]] = {
@@ -53,16 +55,40 @@ def _trigger_from_dict(data: dict[str, Any]) -> triggers.Trigger:
     return result
 
 
-def spec_to_json(spec: ScheduleSpec) -> str:
-    target = spec.target
-    doc = {
-        "trigger": _trigger_to_dict(spec.trigger),
+def _target_to_dict(target: Target) -> dict[str, Any]:
+    if isinstance(target, KafkaTarget):
+        return {"kafka": {"topic": target.topic, "headers": [list(h) for h in target.headers]}}
+    return {
         "http": {
             "url": target.url,
             "method": target.method,
             "headers": [list(h) for h in target.headers],
             "timeout_ms": target.timeout_ms,
-        },
+        }
+    }
+
+
+def _target_from_dict(doc: dict[str, Any]) -> Target:
+    if "kafka" in doc:
+        kafka = doc["kafka"]
+        return KafkaTarget(
+            topic=kafka["topic"],
+            headers=tuple((str(k), str(v)) for k, v in kafka.get("headers", [])),
+        )
+    http = doc["http"]
+    return HttpTarget(
+        url=http["url"],
+        method=http.get("method", "POST"),
+        headers=tuple((str(k), str(v)) for k, v in http.get("headers", [])),
+        timeout_ms=http.get("timeout_ms", 0),
+    )
+
+
+def spec_to_json(spec: ScheduleSpec) -> str:
+    target = spec.target
+    doc = {
+        "trigger": _trigger_to_dict(spec.trigger),
+        **_target_to_dict(target),
         "retry": {
             "kind": spec.retry.kind.value,
             "max_attempts": spec.retry.max_attempts,
@@ -81,16 +107,10 @@ def spec_to_json(spec: ScheduleSpec) -> str:
 
 def spec_from_json(text: str, payload: bytes) -> ScheduleSpec:
     doc = json.loads(text)
-    http = doc["http"]
     retry = doc.get("retry", {})
     return ScheduleSpec(
         trigger=_trigger_from_dict(doc["trigger"]),
-        target=HttpTarget(
-            url=http["url"],
-            method=http.get("method", "POST"),
-            headers=tuple((str(k), str(v)) for k, v in http.get("headers", [])),
-            timeout_ms=http.get("timeout_ms", 0),
-        ),
+        target=_target_from_dict(doc),
         payload=payload,
         retry=RetryPolicy(
             kind=RetryKind(retry.get("kind", "default")),

@@ -39,3 +39,13 @@ def signature(secrets_: Sequence[str], msg_id: str, timestamp_s: int, body: byte
         digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
         parts.append("v1," + base64.b64encode(digest).decode())
     return " ".join(parts)
+
+
+def webhook_headers(
+    delivery_id: str, timestamp_s: int, body: bytes, secrets_: Sequence[str]
+) -> dict[str, str]:
+    """The Standard Webhooks headers of one delivery (HTTP headers or Kafka headers)."""
+    headers = {"webhook-id": delivery_id, "webhook-timestamp": str(timestamp_s)}
+    if secrets_:
+        headers["webhook-signature"] = signature(secrets_, delivery_id, timestamp_s, body)
+    return headers

@@ -18,6 +18,7 @@ from clockwork_svc.errors import InvalidArgument
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9._:/=-]{1,200}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+KAFKA_TOPIC_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 HEADER_NAME_PATTERN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 # Headers the delivery sets itself; a schedule may not override them.
 RESERVED_HEADERS = frozenset(
@@ -96,9 +97,21 @@ class HttpTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaTarget:
+    """Produce the payload to a topic; the message key is the ordering key, or else the
+    schedule key, so one key's messages stay in order on one partition."""
+
+    topic: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+Target = HttpTarget | KafkaTarget
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleSpec:
     trigger: triggers.Trigger
-    target: HttpTarget
+    target: Target
     payload: bytes = b""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     relevancy_window_ms: int = 0
@@ -134,7 +147,10 @@ def validate_spec(spec: ScheduleSpec, limits: Limits, prefix: str = "spec") -> N
         triggers.validate(spec.trigger)
     except triggers.TriggerError as exc:
         raise InvalidArgument(f"{prefix}.{exc.field}", exc.message) from exc
-    _validate_target(spec.target, f"{prefix}.http")
+    if isinstance(spec.target, KafkaTarget):
+        _validate_kafka(spec.target, f"{prefix}.kafka")
+    else:
+        _validate_target(spec.target, f"{prefix}.http")
     if len(spec.payload) > limits.max_payload_bytes:
         raise InvalidArgument(
             f"{prefix}.payload",
@@ -182,6 +198,20 @@ def _validate_target(target: HttpTarget, prefix: str) -> None:
             raise InvalidArgument(f"{prefix}.headers", f"invalid value for header {name!r}")
     if not 0 <= target.timeout_ms <= MAX_TIMEOUT_MS:
         raise InvalidArgument(f"{prefix}.timeout", "must be between 0 and 5 minutes")
+
+
+def _validate_kafka(target: KafkaTarget, prefix: str) -> None:
+    if not KAFKA_TOPIC_PATTERN.fullmatch(target.topic) or target.topic in (".", ".."):
+        raise InvalidArgument(f"{prefix}.topic", "must be 1-249 characters of [A-Za-z0-9._-]")
+    if len(target.headers) > MAX_HEADERS:
+        raise InvalidArgument(f"{prefix}.headers", f"at most {MAX_HEADERS} headers")
+    for name, value in target.headers:
+        if not HEADER_NAME_PATTERN.fullmatch(name):
+            raise InvalidArgument(f"{prefix}.headers", f"invalid header name {name!r}")
+        if name.lower() in RESERVED_HEADERS:
+            raise InvalidArgument(f"{prefix}.headers", f"header {name!r} is set by Clockwork")
+        if len(value) > MAX_HEADER_VALUE:
+            raise InvalidArgument(f"{prefix}.headers", f"value of {name!r} is too long")
 
 
 def _validate_retry(policy: RetryPolicy, prefix: str) -> None:

@@ -13,10 +13,12 @@ from clockwork_svc.domain import triggers
 from clockwork_svc.domain.model import DeadLetter, Execution, Outcome, Schedule, ScheduleState
 from clockwork_svc.domain.spec import (
     HttpTarget,
+    KafkaTarget,
     MisfirePolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
+    Target,
 )
 from clockwork_svc.errors import InvalidArgument
 
@@ -106,15 +108,7 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
         )
     else:
         raise InvalidArgument(f"{prefix}.trigger", "one of once, interval or cron is required")
-    if spec.WhichOneof("target") != "http":
-        raise InvalidArgument(f"{prefix}.http", "a target is required")
-    http = spec.http
-    target = HttpTarget(
-        url=http.url,
-        method=(http.method or "POST").upper(),
-        headers=tuple(sorted(http.headers.items())),
-        timeout_ms=dur_to_ms(http.timeout, f"{prefix}.http.timeout"),
-    )
+    target = _target_from_pb(spec, prefix)
     retry = RetryPolicy(
         kind=_RETRY_KINDS.get(spec.retry.kind, RetryKind.DEFAULT),
         max_attempts=spec.retry.max_attempts,
@@ -139,6 +133,23 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
     )
 
 
+def _target_from_pb(spec: pb.ScheduleSpec, prefix: str) -> Target:
+    kind = spec.WhichOneof("target")
+    if kind == "kafka":
+        return KafkaTarget(
+            topic=spec.kafka.topic, headers=tuple(sorted(spec.kafka.headers.items()))
+        )
+    if kind != "http":
+        raise InvalidArgument(f"{prefix}.http", "a target (http or kafka) is required")
+    http = spec.http
+    return HttpTarget(
+        url=http.url,
+        method=(http.method or "POST").upper(),
+        headers=tuple(sorted(http.headers.items())),
+        timeout_ms=dur_to_ms(http.timeout, f"{prefix}.http.timeout"),
+    )
+
+
 def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
     out = pb.ScheduleSpec(
         payload=spec.payload, ordering_key=spec.ordering_key, misfire=_MISFIRE_PB[spec.misfire]
@@ -153,11 +164,15 @@ def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
         out.cron.expression = t.expression
         out.cron.timezone = t.timezone
         _set_window(out.cron, t.start_ms, t.end_ms, t.count)
-    out.http.url = spec.target.url
-    out.http.method = spec.target.method
-    out.http.headers.update(dict(spec.target.headers))
-    if spec.target.timeout_ms:
-        out.http.timeout.CopyFrom(ms_to_dur(spec.target.timeout_ms))
+    if isinstance(spec.target, KafkaTarget):
+        out.kafka.topic = spec.target.topic
+        out.kafka.headers.update(dict(spec.target.headers))
+    else:
+        out.http.url = spec.target.url
+        out.http.method = spec.target.method
+        out.http.headers.update(dict(spec.target.headers))
+        if spec.target.timeout_ms:
+            out.http.timeout.CopyFrom(ms_to_dur(spec.target.timeout_ms))
     r = spec.retry
     out.retry.kind = _RETRY_KINDS_PB[r.kind]
     out.retry.max_attempts = r.max_attempts

@@ -92,7 +92,12 @@ class Dispatcher:
         started_m = self._clock.monotonic()
         signing = await self._secrets.of(firing.tenant) if self._secrets else ()
         result = await self._sink.deliver(
-            schedule.spec.target, schedule.spec.payload, firing, now // 1000, signing
+            schedule.spec.target,
+            schedule.spec.payload,
+            firing,
+            now // 1000,
+            signing,
+            planning.routing_key(schedule.key, schedule.spec),
         )
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
         self._metrics.delivery_duration.observe(max(0, finished - now) / 1000)

@@ -124,8 +124,9 @@ async def test_cli_reports_bad_input_in_one_line(tmp_path: Path, sink: Recording
         assert code == 0 and json.loads(out) == {}
         code, out, _ = await run_cli("dlq", "redrive", "--server", server, "--key", "k")
         assert code == 0 and out.strip() == "redriven: 0  skipped: 0"
-        code, _, err = await run_cli("dlq", "list", "--server", server, "--since", "2030-01-01",
-                                     "--until", "2029-01-01")
+        code, _, err = await run_cli(
+            "dlq", "list", "--server", server, "--since", "2030-01-01", "--until", "2029-01-01"
+        )
         assert code == 1 and "INVALID_ARGUMENT: range.since" in err
     finally:
         await dev.kill(signal.SIGTERM)

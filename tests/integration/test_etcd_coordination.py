@@ -19,7 +19,7 @@ import pytest
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.coordination.etcd import EtcdCoordinator, cluster_status
 from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
-from clockwork_svc.domain.spec import HttpTarget
+from clockwork_svc.domain.spec import Target
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.settings import EtcdSettings
 from clockwork_svc.storage.sqlite import SqliteStore
@@ -33,11 +33,12 @@ TTL = 3
 class NullSink:
     async def deliver(
         self,
-        target: HttpTarget,
+        target: Target,
         payload: bytes,
         firing: Firing,
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
+        key: str = "",
     ) -> DeliveryResult:
         return DeliveryResult(True, False, 200)
 

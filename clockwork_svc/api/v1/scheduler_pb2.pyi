@@ -249,6 +249,53 @@ class HttpTarget(_message.Message):
 Global___HttpTarget: _TypeAlias = HttpTarget  # noqa: Y015
 
 @_typing.final
+class KafkaTarget(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class HeadersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    HEADERS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The message key is the spec's ordering_key, or else the schedule key. Messages
+    carry the payload as value and webhook-id, webhook-timestamp (and, for tenants with
+    signing secrets, webhook-signature) headers; produced with acks=all, idempotently.
+    """
+    @_builtins.property
+    def headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["headers", b"headers", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KafkaTarget: _TypeAlias = KafkaTarget  # noqa: Y015
+
+@_typing.final
 class RetryPolicy(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -320,6 +367,7 @@ class ScheduleSpec(_message.Message):
     INTERVAL_FIELD_NUMBER: _builtins.int
     CRON_FIELD_NUMBER: _builtins.int
     HTTP_FIELD_NUMBER: _builtins.int
+    KAFKA_FIELD_NUMBER: _builtins.int
     PAYLOAD_FIELD_NUMBER: _builtins.int
     RETRY_FIELD_NUMBER: _builtins.int
     RELEVANCY_WINDOW_FIELD_NUMBER: _builtins.int
@@ -340,6 +388,8 @@ class ScheduleSpec(_message.Message):
     @_builtins.property
     def http(self) -> Global___HttpTarget: ...
     @_builtins.property
+    def kafka(self) -> Global___KafkaTarget: ...
+    @_builtins.property
     def retry(self) -> Global___RetryPolicy: ...
     @_builtins.property
     def relevancy_window(self) -> _duration_pb2.Duration:
@@ -358,6 +408,7 @@ class ScheduleSpec(_message.Message):
         interval: Global___IntervalTrigger | None = ...,
         cron: Global___CronTrigger | None = ...,
         http: Global___HttpTarget | None = ...,
+        kafka: Global___KafkaTarget | None = ...,
         payload: _builtins.bytes = ...,
         retry: Global___RetryPolicy | None = ...,
         relevancy_window: _duration_pb2.Duration | None = ...,
@@ -365,11 +416,11 @@ class ScheduleSpec(_message.Message):
         ordering_key: _builtins.str = ...,
         misfire: Global___MisfirePolicy.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "once", b"once", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "once", b"once", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["http"]  # noqa: Y015
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["http", "kafka"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
     _WhichOneofReturnType_trigger: _TypeAlias = _typing.Literal["once", "interval", "cron"]  # noqa: Y015
     _WhichOneofArgType_trigger: _TypeAlias = _typing.Literal["trigger", b"trigger"]  # noqa: Y015

@@ -3,6 +3,7 @@ from __future__ import annotations
 from clockwork_svc.domain.codec import spec_from_json, spec_to_json
 from clockwork_svc.domain.spec import (
     HttpTarget,
+    KafkaTarget,
     MisfirePolicy,
     RetryKind,
     RetryPolicy,
@@ -33,4 +34,15 @@ def test_every_field_round_trips() -> None:
 def test_missing_optional_fields_take_defaults() -> None:
     text = '{"trigger":{"type":"once","at_ms":1},"http":{"url":"https://x.io/"}}'
     spec = spec_from_json(text, b"")
+    assert isinstance(spec.target, HttpTarget)
     assert spec.retry == RetryPolicy() and spec.target.method == "POST"
+
+
+def test_kafka_target_round_trips() -> None:
+    spec = ScheduleSpec(
+        trigger=OnceTrigger(5),
+        target=KafkaTarget("orders.due", (("source", "clockwork"),)),
+        payload=b"{}",
+        ordering_key="order-7",
+    )
+    assert spec_from_json(spec_to_json(spec), spec.payload) == spec
