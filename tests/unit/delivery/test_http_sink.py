@@ -140,3 +140,40 @@ def test_410_asks_to_stop_the_schedule() -> None:
     gone = classify(410, {}, b"bye", 0)
     assert (gone.ok, gone.retryable, gone.stop_schedule) == (False, False, True)
     assert not classify(404, {}, b"", 0).stop_schedule
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "2130706433",
+        "0x7f000001",
+        "0177.0.0.1",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "169.254.169.254",
+        "10.0.0.1",
+        "100.64.0.1",
+        "localhost",
+        "0.0.0.0",
+    ],
+)
+async def test_ssrf_matrix_fails_permanently_without_connecting(
+    receiver: RecordingSink, host: str
+) -> None:
+    sink = HttpSink(AddressPolicy())
+    try:
+        result = await sink.deliver(HttpTarget(f"http://{host}:{receiver.port}/"), b"", FIRING, 0)
+    finally:
+        await sink.close()
+    assert not result.ok and not result.retryable, result
+    assert receiver.received == []
+
+
+async def test_allow_list_admits_a_listed_private_network(receiver: RecordingSink) -> None:
+    sink = HttpSink(AddressPolicy(allowed_networks=parse_networks("127.0.0.0/8")))
+    try:
+        result = await sink.deliver(HttpTarget(receiver.url), b"", FIRING, 0)
+    finally:
+        await sink.close()
+    assert result.ok and len(receiver.received) == 1
