@@ -5,14 +5,56 @@ Tokens are stored only as SHA-256 hashes; a token is shown once, when issued.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import secrets
 from dataclasses import dataclass
+
+from clockwork_svc.errors import InvalidArgument
 
 TOKEN_PREFIX = "cwt_"
 # Secrets kept at once: the newest plus the ones still being rotated out.
 MAX_SIGNING_SECRETS = 3
 MAX_TOKENS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """Delivery limits of a tenant, for the whole cluster (each worker enforces its
+    share: limit x shards it owns / shard count, so no coordination is needed)."""
+
+    # Deliveries started per second (token bucket); 0: unlimited.
+    rate_per_s: float = 0.0
+    # Bucket size; 0: max(1, rate_per_s).
+    burst: int = 0
+    # Deliveries in flight at once; 0: unlimited.
+    max_concurrency: int = 0
+    # Sidelined: firings are held (not sent, not expired) until resumed.
+    paused: bool = False
+    # After a resume, held firings drain at this rate (0: rate_per_s, or unlimited).
+    drain_rate_per_s: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> TenantLimits:
+        if not text:
+            return cls()
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in json.loads(text).items() if k in known})
+
+
+def validate_limits(limits: TenantLimits) -> None:
+    if not 0 <= limits.rate_per_s <= 1_000_000:
+        raise InvalidArgument("limits.rate_per_s", "must be between 0 and 1000000")
+    if not 0 <= limits.burst <= 1_000_000:
+        raise InvalidArgument("limits.burst", "must be between 0 and 1000000")
+    if not 0 <= limits.max_concurrency <= 100_000:
+        raise InvalidArgument("limits.max_concurrency", "must be between 0 and 100000")
+    if not 0 <= limits.drain_rate_per_s <= 1_000_000:
+        raise InvalidArgument("limits.drain_rate_per_s", "must be between 0 and 1000000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +66,7 @@ class Tenant:
     # Newest first; every one of them signs each delivery.
     signing_secrets: tuple[str, ...] = ()
     token_hashes: tuple[str, ...] = ()
+    limits: TenantLimits = TenantLimits()
 
 
 def new_token() -> str:

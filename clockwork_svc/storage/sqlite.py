@@ -29,7 +29,7 @@ from clockwork_svc.domain.model import (
     ScheduleState,
     ShardCursor,
 )
-from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.domain.tenant import Tenant, TenantLimits
 
 T = TypeVar("T")
 
@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS firings (
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
-    version INTEGER NOT NULL, signing_secrets TEXT NOT NULL, token_hashes TEXT NOT NULL
+    version INTEGER NOT NULL, signing_secrets TEXT NOT NULL, token_hashes TEXT NOT NULL,
+    limits TEXT NOT NULL DEFAULT '{}'
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_tokens (
     token_hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;
@@ -327,14 +328,19 @@ class SqliteStore:
         inserted = await self._run(
             _execute_count,
             self._conn,
-            "INSERT INTO tenants VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO tenants (name, created_ms, updated_ms, version, signing_secrets, "
+            "token_hashes, limits) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
             _tenant_row(tenant),
         )
         return None if inserted == 1 else await self.get_tenant(tenant.name)
 
     async def get_tenant(self, name: str) -> Tenant | None:
         row = await self._run(
-            _fetchone, self._conn, "SELECT * FROM tenants WHERE name = ?", (name,)
+            _fetchone,
+            self._conn,
+            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits "
+            "FROM tenants WHERE name = ?",
+            (name,),
         )
         return _tenant_from_row(row) if row else None
 
@@ -342,7 +348,8 @@ class SqliteStore:
         found = await self._run(
             _fetchall,
             self._conn,
-            "SELECT * FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
+            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits "
+            "FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
             (after or "", limit),
         )
         return [_tenant_from_row(r) for r in found]
@@ -354,7 +361,7 @@ class SqliteStore:
                 _execute_count,
                 self._conn,
                 "UPDATE tenants SET created_ms = ?, updated_ms = ?, version = ?, "
-                "signing_secrets = ?, token_hashes = ? WHERE name = ? AND version = ?",
+                "signing_secrets = ?, token_hashes = ?, limits = ? WHERE name = ? AND version = ?",
                 (*row[1:], row[0], expected_version),
             )
             == 1
@@ -494,6 +501,9 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(firings)")}
     if "redrive" not in columns:
         conn.execute("ALTER TABLE firings ADD COLUMN redrive INTEGER NOT NULL DEFAULT 0")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
+    if "limits" not in columns:
+        conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")
 
 
 def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
@@ -554,6 +564,7 @@ def _tenant_row(t: Tenant) -> tuple[Any, ...]:
         t.version,
         json.dumps(list(t.signing_secrets)),
         json.dumps(list(t.token_hashes)),
+        t.limits.to_json(),
     )
 
 
@@ -565,6 +576,7 @@ def _tenant_from_row(r: Any) -> Tenant:
         version=r[3],
         signing_secrets=tuple(json.loads(r[4])),
         token_hashes=tuple(json.loads(r[5])),
+        limits=TenantLimits.from_json(r[6]),
     )
 
 

@@ -26,7 +26,7 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
 )
-from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.domain.tenant import Tenant, TenantLimits
 from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from tests.contract.conftest import LAYOUT
 
@@ -325,7 +325,12 @@ async def test_tenant_insert_get_and_first_writer_wins(store: Store) -> None:
 async def test_tenant_replace_is_compare_and_set(store: Store) -> None:
     t = make_tenant(tenant())
     await store.insert_tenant(t)
-    rotated = dataclasses.replace(t, version=2, signing_secrets=("whsec_bmV3", *t.signing_secrets))
+    rotated = dataclasses.replace(
+        t,
+        version=2,
+        signing_secrets=("whsec_bmV3", *t.signing_secrets),
+        limits=TenantLimits(rate_per_s=2.5, burst=4, max_concurrency=3, paused=True),
+    )
     assert await store.replace_tenant(rotated, 1)
     assert not await store.replace_tenant(dataclasses.replace(rotated, version=3), 1)
     assert await store.get_tenant(t.name) == rotated

@@ -60,7 +60,15 @@ class Cluster:
         port = free_port()
         self.api_address = f"127.0.0.1:{port}"
         self.api = await ClockworkProcess(
-            ["api", "--listen", self.api_address, "--ops-listen", "127.0.0.1:0"],
+            [
+                "api",
+                "--listen",
+                self.api_address,
+                "--ops-listen",
+                "127.0.0.1:0",
+                "--allow-private-targets",
+                "127.0.0.0/8",
+            ],
             self.tmp / "api.log",
             self.env,
         ).start()

@@ -14,7 +14,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
 )
-from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.domain.tenant import Tenant, TenantLimits
 
 Row = dict[str, Any]
 
@@ -110,7 +110,7 @@ def execution(row: Row) -> Execution:
     )
 
 
-TENANT_COLUMNS = "name, created_ms, updated_ms, version, signing_secrets, token_hashes"
+TENANT_COLUMNS = "name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits"
 
 
 def tenant_params(t: Tenant) -> tuple[Any, ...]:
@@ -121,6 +121,7 @@ def tenant_params(t: Tenant) -> tuple[Any, ...]:
         t.version,
         list(t.signing_secrets),
         list(t.token_hashes),
+        t.limits.to_json(),
     )
 
 
@@ -132,6 +133,7 @@ def tenant(row: Row) -> Tenant:
         version=row["version"],
         signing_secrets=tuple(row["signing_secrets"] or ()),
         token_hashes=tuple(row["token_hashes"] or ()),
+        limits=TenantLimits.from_json(row["limits"]),
     )
 
 

@@ -171,6 +171,7 @@ MIGRATIONS: list[Migration] = [
             AND gc_grace_seconds = $gc_grace_s""",
         ],
     ),
+    (4, "tenant_limits", ["ALTER TABLE $keyspace.tenants ADD IF NOT EXISTS limits text"]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
