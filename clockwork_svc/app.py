@@ -23,7 +23,7 @@ from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.grpc_server import RunningServer, start_server
 from clockwork_svc.settings import ProcessSettings
-from clockwork_svc.tenancy import SigningSecrets, TenantAdmin, TokenDirectory
+from clockwork_svc.tenancy import TenantAdmin, TenantView, TokenDirectory
 from clockwork_svc.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
             node.layout,
             settings.worker,
             node.metrics,
-            secrets=SigningSecrets(node.store, clock, settings.worker.secret_cache_s),
+            tenants=TenantView(node.store, clock, settings.worker.tenant_cache_s),
         )
         node.worker.start()
         # Without a coordinator this worker owns every shard. Its epoch is its start time,
@@ -177,7 +177,7 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
         settings.worker,
         node.metrics,
         may_dispatch=gate,
-        secrets=SigningSecrets(node.store, clock, settings.worker.secret_cache_s),
+        tenants=TenantView(node.store, clock, settings.worker.tenant_cache_s),
     )
     node.worker.start()
     metrics = node.metrics

@@ -203,6 +203,20 @@ class ClockworkClient:
         request = tenants_pb2.RevokeTokensRequest(name=name)
         return await self._unary(self._tenants.RevokeTokens, request)
 
+    async def set_tenant_limits(
+        self, name: str, limits: tenants_pb2.TenantLimits
+    ) -> tenants_pb2.Tenant:
+        request = tenants_pb2.SetTenantLimitsRequest(name=name, limits=limits)
+        return await self._unary(self._tenants.SetTenantLimits, request)
+
+    async def pause_tenant(self, name: str) -> tenants_pb2.Tenant:
+        request = tenants_pb2.PauseTenantRequest(name=name)
+        return await self._unary(self._tenants.PauseTenant, request)
+
+    async def resume_tenant(self, name: str) -> tenants_pb2.Tenant:
+        request = tenants_pb2.ResumeTenantRequest(name=name)
+        return await self._unary(self._tenants.ResumeTenant, request)
+
 
 def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:
     return spec if isinstance(spec, pb.ScheduleSpec) else convert.spec_to_pb(spec)

@@ -15,12 +15,15 @@ from clockwork_svc.domain.tenant import (
     MAX_SIGNING_SECRETS,
     MAX_TOKENS,
     Tenant,
+    TenantLimits,
     hash_token,
     new_token,
+    validate_limits,
 )
 from clockwork_svc.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
 
 _CAS_ATTEMPTS = 5
+NO_LIMITS = TenantLimits()
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -77,6 +80,21 @@ class TenantAdmin:
         await self._store.put_token_owner(hash_token(token), name)
         return Issued(await self._change(name, change), token)
 
+    async def set_limits(self, name: str, limits: TenantLimits) -> Tenant:
+        validate_limits(limits)
+        return await self._change(
+            name,
+            lambda t: dataclasses.replace(
+                t, limits=dataclasses.replace(limits, paused=t.limits.paused)
+            ),
+        )
+
+    async def set_paused(self, name: str, paused: bool) -> Tenant:
+        return await self._change(
+            name,
+            lambda t: dataclasses.replace(t, limits=dataclasses.replace(t.limits, paused=paused)),
+        )
+
     async def revoke_tokens(self, name: str) -> Tenant:
         return await self._change(name, lambda t: dataclasses.replace(t, token_hashes=()))
 
@@ -120,18 +138,22 @@ class TtlCache(Generic[K, V]):
         return value
 
 
-class SigningSecrets:
-    """The worker's view of each tenant's signing secrets (cached)."""
+class TenantView:
+    """The worker's view of tenants: signing secrets and delivery limits (cached, so a
+    rotation or a limit change takes effect within `ttl_s`)."""
 
     def __init__(self, store: Store, clock: Clock, ttl_s: float = 10.0) -> None:
-        async def load(name: str) -> tuple[str, ...]:
-            tenant = await store.get_tenant(name)
-            return tenant.signing_secrets if tenant is not None else ()
+        self._cache: TtlCache[str, Tenant | None] = TtlCache(
+            store.get_tenant, ttl_s, clock.monotonic
+        )
 
-        self._cache: TtlCache[str, tuple[str, ...]] = TtlCache(load, ttl_s, clock.monotonic)
+    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
+        found = await self._cache.get(tenant)
+        return found.signing_secrets if found is not None else ()
 
-    async def of(self, tenant: str) -> tuple[str, ...]:
-        return await self._cache.get(tenant)
+    async def limits(self, tenant: str) -> TenantLimits:
+        found = await self._cache.get(tenant)
+        return found.limits if found is not None else NO_LIMITS
 
 
 class TokenDirectory:

@@ -33,10 +33,21 @@ def _kw(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _show(t: tenants_pb2.Tenant) -> str:
+    limits = t.limits
     return (
         f"{t.name}  v{t.version}  tokens={t.token_count}  "
-        f"signing_secrets={t.signing_secret_count}  created={t.create_time.ToJsonString()}"
+        f"signing_secrets={t.signing_secret_count}  created={t.create_time.ToJsonString()}  "
+        f"rate={limits.rate_per_s or '-'}/s burst={limits.burst or '-'} "
+        f"concurrency={limits.max_concurrency or '-'} drain={limits.drain_rate_per_s or '-'}/s"
+        + ("  PAUSED" if t.paused else "")
     )
+
+
+def _emit(reply: tenants_pb2.Tenant, as_json: bool) -> None:
+    if as_json:
+        print_json(reply)
+    else:
+        click.echo(_show(reply))
 
 
 @click.group()
@@ -64,7 +75,7 @@ def create(**kw: Any) -> None:
 def get(**kw: Any) -> None:
     """Show a tenant (counts only; secrets are never shown again)."""
     reply = run_client(lambda c: c.get_tenant(kw["name"]), _kw(kw))
-    click.echo(_show(reply)) if not kw["as_json"] else print_json(reply)
+    _emit(reply, kw["as_json"])
 
 
 @tenant.command("list")
@@ -122,4 +133,46 @@ def issue_token(**kw: Any) -> None:
 def revoke_tokens(**kw: Any) -> None:
     """Revoke every API token of a tenant."""
     reply = run_client(lambda c: c.revoke_tokens(kw["name"]), _kw(kw))
-    click.echo(_show(reply)) if not kw["as_json"] else print_json(reply)
+    _emit(reply, kw["as_json"])
+
+
+@tenant.command("limits")
+@click.argument("name")
+@click.option("--rate", type=click.FloatRange(0), default=0.0, help="Deliveries/s (0: none).")
+@click.option("--burst", type=click.IntRange(0), default=0, help="Bucket size (0: the rate).")
+@click.option("--concurrency", type=click.IntRange(0), default=0, help="In flight (0: none).")
+@click.option(
+    "--drain-rate",
+    type=click.FloatRange(0),
+    default=0.0,
+    help="Deliveries/s while draining after a resume (0: the rate).",
+)
+@_options
+def limits(**kw: Any) -> None:
+    """Set a tenant's delivery limits (each worker enforces its share)."""
+    wanted = tenants_pb2.TenantLimits(
+        rate_per_s=kw["rate"],
+        burst=kw["burst"],
+        max_concurrency=kw["concurrency"],
+        drain_rate_per_s=kw["drain_rate"],
+    )
+    reply = run_client(lambda c: c.set_tenant_limits(kw["name"], wanted), _kw(kw))
+    _emit(reply, kw["as_json"])
+
+
+@tenant.command("pause")
+@click.argument("name")
+@_options
+def pause(**kw: Any) -> None:
+    """Sideline a tenant: hold its firings (not sent, not expired) until resumed."""
+    reply = run_client(lambda c: c.pause_tenant(kw["name"]), _kw(kw))
+    _emit(reply, kw["as_json"])
+
+
+@tenant.command("resume")
+@click.argument("name")
+@_options
+def resume(**kw: Any) -> None:
+    """Resume a sidelined tenant; held firings drain at its drain rate."""
+    reply = run_client(lambda c: c.resume_tenant(kw["name"]), _kw(kw))
+    _emit(reply, kw["as_json"])

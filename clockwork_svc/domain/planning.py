@@ -150,7 +150,11 @@ def is_current(schedule: Schedule | None, firing: Firing) -> bool:
 
 
 def plan_dispatch(
-    schedule: Schedule | None, firing: Firing, layout: ClusterLayout, now_ms: int
+    schedule: Schedule | None,
+    firing: Firing,
+    layout: ClusterLayout,
+    now_ms: int,
+    held_ms: int = 0,
 ) -> Dispatch:
     """Decide what to do with a due firing, and plan the schedule's next occurrence.
 
@@ -160,7 +164,8 @@ def plan_dispatch(
     """
     if schedule is None or not is_current(schedule, firing):
         return Dispatch(Action.SUPERSEDED)
-    late_by = now_ms - firing.fire_at_ms
+    # Time held on purpose (the tenant was sidelined) does not count as lateness.
+    late_by = now_ms - held_ms - firing.fire_at_ms
     action = Action.EXPIRE if late_by > schedule.spec.effective_relevancy_ms else Action.DELIVER
     if firing.attempt != 1 or firing.redrive:
         return Dispatch(action)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clockwork_svc.api.v1 import tenants_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
-from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.domain.tenant import Tenant, TenantLimits
 from clockwork_svc.errors import PermissionDenied
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.server.auth import Principal
@@ -22,7 +22,15 @@ _admin = rpc_method(require_admin)
 
 
 def tenant_to_pb(t: Tenant) -> pb.Tenant:
+    limits = pb.TenantLimits(
+        rate_per_s=t.limits.rate_per_s,
+        burst=t.limits.burst,
+        max_concurrency=t.limits.max_concurrency,
+        drain_rate_per_s=t.limits.drain_rate_per_s,
+    )
     return pb.Tenant(
+        limits=limits,
+        paused=t.limits.paused,
         name=t.name,
         create_time=ms_to_ts(t.created_ms),
         update_time=ms_to_ts(t.updated_ms),
@@ -77,3 +85,22 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
     @_admin
     async def RevokeTokens(self, request: pb.RevokeTokensRequest, _: None) -> pb.Tenant:
         return tenant_to_pb(await self._admin.revoke_tokens(request.name))
+
+    @_admin
+    async def SetTenantLimits(self, request: pb.SetTenantLimitsRequest, _: None) -> pb.Tenant:
+        given = request.limits
+        limits = TenantLimits(
+            rate_per_s=given.rate_per_s,
+            burst=given.burst,
+            max_concurrency=given.max_concurrency,
+            drain_rate_per_s=given.drain_rate_per_s,
+        )
+        return tenant_to_pb(await self._admin.set_limits(request.name, limits))
+
+    @_admin
+    async def PauseTenant(self, request: pb.PauseTenantRequest, _: None) -> pb.Tenant:
+        return tenant_to_pb(await self._admin.set_paused(request.name, True))
+
+    @_admin
+    async def ResumeTenant(self, request: pb.ResumeTenantRequest, _: None) -> pb.Tenant:
+        return tenant_to_pb(await self._admin.set_paused(request.name, False))

@@ -25,14 +25,18 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
 )
+from clockwork_svc.domain.tenant import TenantLimits
 from clockwork_svc.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 
-class SecretSource(Protocol):
-    async def of(self, tenant: str) -> tuple[str, ...]:
+class TenantSource(Protocol):
+    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
         """The tenant's active signing secrets, newest first (empty: unsigned)."""
+
+    async def limits(self, tenant: str) -> TenantLimits:
+        """The tenant's delivery limits (none for an unknown tenant)."""
 
 
 class Dispatcher:
@@ -44,7 +48,7 @@ class Dispatcher:
         layout: ClusterLayout,
         metrics: Metrics,
         on_new_firing: Callable[[Firing], None],
-        secrets: SecretSource | None = None,
+        tenants: TenantSource | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._store = store
@@ -54,16 +58,17 @@ class Dispatcher:
         self._metrics = metrics
         self._on_new_firing = on_new_firing
         self._rng = rng or random.Random()
-        self._secrets = secrets
+        self._tenants = tenants
 
-    async def handle(self, firing: Firing) -> Outcome | None:
+    async def handle(self, firing: Firing, held_ms: int = 0) -> Outcome | None:
         """Process one firing; returns its outcome, or None if it was superseded.
 
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
         schedule = await self._store.get_schedule(firing.tenant, firing.schedule_key)
         now = self._clock.now_ms()
-        plan = planning.plan_dispatch(schedule, firing, self._layout, now)
+        # Time held while the tenant was sidelined does not count against relevancy.
+        plan = planning.plan_dispatch(schedule, firing, self._layout, now, held_ms)
         if plan.action is planning.Action.SUPERSEDED or schedule is None:
             await self._store.mark_done(firing)
             return None
@@ -90,7 +95,7 @@ class Dispatcher:
 
         self._metrics.fire_lag.observe(max(0, now - firing.fire_at_ms) / 1000)
         started_m = self._clock.monotonic()
-        signing = await self._secrets.of(firing.tenant) if self._secrets else ()
+        signing = await self._tenants.signing_secrets(firing.tenant) if self._tenants else ()
         result = await self._sink.deliver(
             schedule.spec.target,
             schedule.spec.payload,

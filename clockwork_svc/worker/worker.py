@@ -7,7 +7,9 @@ cluster): `add_shard` / `drop_shard` start and stop a shard's scanner.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,9 +18,11 @@ from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain.model import ClusterLayout, Firing
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.worker.dispatcher import Dispatcher, SecretSource
+from clockwork_svc.tenancy import NO_LIMITS
+from clockwork_svc.worker.dispatcher import Dispatcher, TenantSource
 from clockwork_svc.worker.due_queue import DueQueue
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
+from clockwork_svc.worker.tenant_gates import TenantGates, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +35,25 @@ class WorkerSettings:
     # (an abandoned firing is not marked done, so the next owner delivers it).
     shutdown_grace_s: float = 10.0
     store_retry_delay_s: float = 1.0
-    # How long a tenant's signing secrets are cached (a rotation takes effect within this).
-    secret_cache_s: float = 10.0
+    # How long tenant records (signing secrets, limits) are cached: a rotation, a limit
+    # change or a pause takes effect within this.
+    tenant_cache_s: float = 10.0
+    # How often held (sidelined) firings are checked for a resume of their tenant.
+    held_check_s: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A firing on its way through the worker."""
+
+    firing: Firing
+    scanner: ShardScanner
+    # Time spent held while its tenant was paused (not counted against relevancy).
+    held_ms: int = 0
+    # Already holds a rate token (it waited for it).
+    reserved: bool = False
+    # Released from a pause: drains at the tenant's drain rate.
+    draining: bool = False
 
 
 class Worker:
@@ -45,22 +66,28 @@ class Worker:
         settings: WorkerSettings,
         metrics: Metrics,
         may_dispatch: Callable[[], bool] = lambda: True,
-        secrets: SecretSource | None = None,
+        tenants: TenantSource | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._layout = layout
         self._settings = settings
         self._metrics = metrics
-        self._queue: DueQueue[tuple[Firing, ShardScanner]] = DueQueue(clock.now_ms)
+        self._queue: DueQueue[Pending] = DueQueue(clock.now_ms)
+        self._tenants = tenants
+        self._gates = TenantGates()
+        # Per tenant: firings waiting for a concurrency slot; firings held while paused.
+        self._blocked: dict[str, collections.deque[Pending]] = {}
+        self._held: dict[str, list[tuple[Pending, int]]] = {}
         self._scanners: dict[int, ShardScanner] = {}
         self._scan_tasks: dict[int, asyncio.Task[None]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
         self._in_flight: dict[int, set[asyncio.Task[None]]] = {}
         self._may_dispatch = may_dispatch
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
-        self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer, secrets)
+        self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer, tenants)
         self._fire_task: asyncio.Task[None] | None = None
+        self._held_task: asyncio.Task[None] | None = None
 
     @property
     def owned_shards(self) -> dict[int, int]:
@@ -68,6 +95,7 @@ class Worker:
 
     def start(self) -> None:
         self._fire_task = asyncio.create_task(self._fire_loop(), name="worker-fire-loop")
+        self._held_task = asyncio.create_task(self._release_held(), name="worker-held-check")
 
     def add_shard(self, shard: int, epoch: int) -> None:
         if shard in self._scanners and self._scanners[shard].active:
@@ -109,21 +137,69 @@ class Worker:
             scanner.offer(firing)
 
     def _enqueue(self, firing: Firing, scanner: ShardScanner) -> None:
-        self._queue.push(firing.fire_at_ms, (firing, scanner))
+        self._push(firing.fire_at_ms, Pending(firing, scanner))
+
+    def _push(self, due_ms: int, item: Pending) -> None:
+        self._queue.push(due_ms, item)
         self._metrics.due_backlog.inc()
+
+    def _share(self) -> float:
+        """This worker's share of every tenant's limits."""
+        return max(1, len(self.owned_shards)) / self._layout.shard_count
 
     async def _fire_loop(self) -> None:
         while True:
-            for _, (firing, scanner) in await self._queue.pop_due(1024):
+            for _, item in await self._queue.pop_due(1024):
                 self._metrics.due_backlog.dec()
-                if not scanner.active or not self._may_dispatch():
+                if not item.scanner.active or not self._may_dispatch():
                     # Not (or no longer surely) ours: the next owner reads it again.
                     continue
-                await self._slots.acquire()
-                task = asyncio.create_task(
-                    self._deliver(firing, scanner), name=f"fire-{firing.firing_id[:12]}"
-                )
-                self._track(firing.shard, task)
+                if await self._admitted(item):
+                    await self._slots.acquire()
+                    task = asyncio.create_task(
+                        self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
+                    )
+                    self._track(item.firing.shard, task)
+
+    async def _admitted(self, item: Pending) -> bool:
+        """Apply the tenant's limits; a firing not admitted now is parked, not dropped."""
+        tenant = item.firing.tenant
+        limits = await self._tenants.limits(tenant) if self._tenants else NO_LIMITS
+        now_ms = self._clock.now_ms()
+        admission = self._gates.admit(
+            tenant, limits, self._share(), now_ms / 1000, item.reserved, item.draining
+        )
+        if admission.verdict is Verdict.GO:
+            return True
+        if admission.verdict is Verdict.WAIT:
+            delay_ms = int(admission.delay_s * 1000)
+            self._push(now_ms + delay_ms, dataclasses.replace(item, reserved=True))
+        elif admission.verdict is Verdict.FULL:
+            self._blocked.setdefault(tenant, collections.deque()).append(item)
+        else:
+            self._held.setdefault(tenant, []).append((item, now_ms))
+        return False
+
+    async def _release_held(self) -> None:
+        """Move held firings back to the queue once their tenant is resumed."""
+        while True:
+            await asyncio.sleep(self._settings.held_check_s)
+            for tenant in list(self._held):
+                limits = await self._tenants.limits(tenant) if self._tenants else NO_LIMITS
+                if limits.paused:
+                    continue
+                now_ms = self._clock.now_ms()
+                for item, since_ms in self._held.pop(tenant):
+                    held = item.held_ms + now_ms - since_ms
+                    self._push(now_ms, dataclasses.replace(item, held_ms=held, draining=True))
+
+    def _unblock(self, tenant: str) -> None:
+        self._gates.finished(tenant)
+        waiting = self._blocked.get(tenant)
+        if waiting:
+            self._push(self._clock.now_ms(), waiting.popleft())
+            if not waiting:
+                del self._blocked[tenant]
 
     def _track(self, shard: int, task: asyncio.Task[None]) -> None:
         self._deliveries.add(task)
@@ -136,33 +212,36 @@ class Worker:
 
         task.add_done_callback(done)
 
-    async def _deliver(self, firing: Firing, scanner: ShardScanner) -> None:
+    async def _deliver(self, item: Pending) -> None:
+        firing, scanner = item.firing, item.scanner
         try:
-            await self._dispatcher.handle(firing)
+            await self._dispatcher.handle(firing, held_ms=item.held_ms)
             scanner.finished(firing)
         except StoreUnavailable as exc:
             # Not done: try again shortly; the cursor stays behind this firing meanwhile.
             self._metrics.store_errors.labels("dispatch").inc()
             log.warning("firing %s: store unavailable, will retry: %s", firing.firing_id, exc)
-            retry_at = self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
-            self._queue.push(retry_at, (firing, scanner))
-            self._metrics.due_backlog.inc()
+            self._retry_later(item)
         except Exception:
             log.exception("firing %s failed unexpectedly; will retry", firing.firing_id)
-            retry_at = self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
-            self._queue.push(retry_at, (firing, scanner))
-            self._metrics.due_backlog.inc()
+            self._retry_later(item)
         finally:
             self._slots.release()
+            self._unblock(firing.tenant)
+
+    def _retry_later(self, item: Pending) -> None:
+        retry_at = self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
+        self._push(retry_at, dataclasses.replace(item, reserved=True))
 
     async def stop(self) -> None:
         """Stop scanning, let in-flight deliveries finish (bounded), release shards."""
         for shard in list(self._scanners):
             await self.drop_shard(shard)
-        if self._fire_task is not None:
-            self._fire_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._fire_task
+        for background in (self._fire_task, self._held_task):
+            if background is not None:
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
         if self._deliveries:
             _, still_running = await asyncio.wait(
                 set(self._deliveries), timeout=self._settings.shutdown_grace_s

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from standardwebhooks.webhooks import Webhook
 
 from clockwork_svc import app
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import tenants_pb2
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
@@ -45,7 +47,7 @@ async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
         api=dataclasses.replace(
             base.api, auth=AuthSettings.from_pairs("", admin_token=ADMIN), token_cache_s=0.2
         ),
-        worker=dataclasses.replace(base.worker, secret_cache_s=0.2),
+        worker=dataclasses.replace(base.worker, tenant_cache_s=0.2),
     )
     async with app.running(settings, api=True, worker=True) as running:
         yield running
@@ -62,6 +64,10 @@ def once(url: str, in_ms: int = 0) -> ScheduleSpec:
     return ScheduleSpec(
         triggers.OnceTrigger(now_ms() + in_ms), HttpTarget(url), payload=b'{"hi": 1}'
     )
+
+
+def once_at(url: str, at_ms: int) -> ScheduleSpec:
+    return ScheduleSpec(triggers.OnceTrigger(at_ms), HttpTarget(url), payload=b"{}")
 
 
 def verify(secret: str, got: Received) -> None:
@@ -163,3 +169,58 @@ async def test_issued_tokens_work_and_revocation_takes_effect(node: app.Node) ->
     for token in (created.token, second.token):
         async with client_for(node, token) as c:
             await expect_code(c.list(), grpc.StatusCode.UNAUTHENTICATED)
+
+
+async def test_tenant_rate_limit_spaces_deliveries(node: app.Node, sink: RecordingSink) -> None:
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("limited")
+        limited = await admin.set_tenant_limits(
+            "limited", tenants_pb2.TenantLimits(rate_per_s=4, burst=1)
+        )
+        assert limited.limits.rate_per_s == 4
+    await asyncio.sleep(0.5)  # past the worker's tenant cache
+    async with client_for(node, created.token) as c:
+        due = now_ms() + 300
+        await c.create_many([(f"r{i}", once_at(sink.url + "/rate", due)) for i in range(8)])
+        got = await sink.wait_for("/rate", 8, timeout_s=15)
+    times = sorted(r.received_ms for r in got)
+    # 8 deliveries at 4/s with a burst of 1 take about 1.75 s, not ~0.
+    assert times[-1] - times[0] >= 1500, times
+
+
+async def test_tenant_concurrency_limit_is_never_exceeded(
+    node: app.Node, sink: RecordingSink
+) -> None:
+    sink.delay_s = 0.3
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("serial")
+        await admin.set_tenant_limits("serial", tenants_pb2.TenantLimits(max_concurrency=1))
+    await asyncio.sleep(0.5)
+    async with client_for(node, created.token) as c:
+        due = now_ms() + 300
+        await c.create_many([(f"c{i}", once_at(sink.url + "/conc", due)) for i in range(4)])
+        got = await sink.wait_for("/conc", 4, timeout_s=15)
+    starts = sorted(r.received_ms for r in got)
+    assert all(b - a >= 280 for a, b in itertools.pairwise(starts)), starts
+
+
+async def test_paused_tenant_holds_firings_past_relevancy_and_drains_on_resume(
+    node: app.Node, sink: RecordingSink
+) -> None:
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("sidelined")
+        paused = await admin.pause_tenant("sidelined")
+        assert paused.paused
+    await asyncio.sleep(0.5)
+    async with client_for(node, created.token) as c:
+        short = dataclasses.replace(once_at(sink.url + "/held", now_ms()), relevancy_window_ms=1000)
+        await c.create_many([(f"h{i}", short) for i in range(3)])
+        await asyncio.sleep(2.5)  # well past the 1 s relevancy window
+        assert sink.at("/held") == []
+        async with client_for(node, ADMIN) as admin:
+            resumed = await admin.resume_tenant("sidelined")
+            assert not resumed.paused
+        got = await sink.wait_for("/held", 3, timeout_s=10)
+        assert len(got) == 3
+        outcomes = {e.outcome for e in (await c.executions("h0")).executions}
+        assert outcomes == {pb.SUCCEEDED}

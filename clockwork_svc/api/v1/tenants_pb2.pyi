@@ -22,6 +22,99 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class TenantLimits(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RATE_PER_S_FIELD_NUMBER: _builtins.int
+    BURST_FIELD_NUMBER: _builtins.int
+    MAX_CONCURRENCY_FIELD_NUMBER: _builtins.int
+    DRAIN_RATE_PER_S_FIELD_NUMBER: _builtins.int
+    rate_per_s: _builtins.float
+    """Deliveries started per second across the cluster; 0: unlimited."""
+    burst: _builtins.int
+    """Token bucket size; 0: max(1, rate_per_s)."""
+    max_concurrency: _builtins.int
+    """Deliveries in flight at once across the cluster; 0: unlimited."""
+    drain_rate_per_s: _builtins.float
+    """Rate at which held firings drain after a resume; 0: rate_per_s (or unlimited)."""
+    def __init__(
+        self,
+        *,
+        rate_per_s: _builtins.float = ...,
+        burst: _builtins.int = ...,
+        max_concurrency: _builtins.int = ...,
+        drain_rate_per_s: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["burst", b"burst", "drain_rate_per_s", b"drain_rate_per_s", "max_concurrency", b"max_concurrency", "rate_per_s", b"rate_per_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantLimits: _TypeAlias = TenantLimits  # noqa: Y015
+
+@_typing.final
+class SetTenantLimitsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def limits(self) -> Global___TenantLimits: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        limits: Global___TenantLimits | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limits", b"limits", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTenantLimitsRequest: _TypeAlias = SetTenantLimitsRequest  # noqa: Y015
+
+@_typing.final
+class PauseTenantRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseTenantRequest: _TypeAlias = PauseTenantRequest  # noqa: Y015
+
+@_typing.final
+class ResumeTenantRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeTenantRequest: _TypeAlias = ResumeTenantRequest  # noqa: Y015
+
+@_typing.final
 class Tenant(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -31,14 +124,20 @@ class Tenant(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     SIGNING_SECRET_COUNT_FIELD_NUMBER: _builtins.int
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
+    LIMITS_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.int
     signing_secret_count: _builtins.int
     token_count: _builtins.int
+    paused: _builtins.bool
+    """Sidelined: firings are held until resumed."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def limits(self) -> Global___TenantLimits: ...
     def __init__(
         self,
         *,
@@ -48,10 +147,12 @@ class Tenant(_message.Message):
         version: _builtins.int = ...,
         signing_secret_count: _builtins.int = ...,
         token_count: _builtins.int = ...,
+        limits: Global___TenantLimits | None = ...,
+        paused: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "limits", b"limits", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "signing_secret_count", b"signing_secret_count", "token_count", b"token_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "limits", b"limits", "name", b"name", "paused", b"paused", "signing_secret_count", b"signing_secret_count", "token_count", b"token_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -64,6 +64,21 @@ class TenantServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.RevokeTokensRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
                 _registered_method=True)
+        self.SetTenantLimits = channel.unary_unary(
+                '/clockwork.api.v1.TenantService/SetTenantLimits',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantLimitsRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+                _registered_method=True)
+        self.PauseTenant = channel.unary_unary(
+                '/clockwork.api.v1.TenantService/PauseTenant',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.PauseTenantRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+                _registered_method=True)
+        self.ResumeTenant = channel.unary_unary(
+                '/clockwork.api.v1.TenantService/ResumeTenant',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+                _registered_method=True)
 
 
 class TenantServiceServicer:
@@ -112,6 +127,28 @@ class TenantServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTenantLimits(self, request, context):
+        """Sets the tenant's delivery limits (rate, burst, concurrency, drain rate); each
+        worker enforces its share. Takes effect within the workers' cache time (10 s).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseTenant(self, request, context):
+        """Sidelines the tenant: its firings are held (not sent, not expired) until resumed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeTenant(self, request, context):
+        """Resumes a sidelined tenant; held firings drain at its drain rate.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TenantServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +180,21 @@ def add_TenantServiceServicer_to_server(servicer, server):
             'RevokeTokens': grpc.unary_unary_rpc_method_handler(
                     servicer.RevokeTokens,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.RevokeTokensRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
+            ),
+            'SetTenantLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTenantLimits,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantLimitsRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
+            ),
+            'PauseTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseTenant,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.PauseTenantRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
+            ),
+            'ResumeTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeTenant,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
             ),
     }
@@ -307,6 +359,87 @@ class TenantService:
             target,
             '/clockwork.api.v1.TenantService/RevokeTokens',
             clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.RevokeTokensRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTenantLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.TenantService/SetTenantLimits',
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantLimitsRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.TenantService/PauseTenant',
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.PauseTenantRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.TenantService/ResumeTenant',
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
             options,
             channel_credentials,

@@ -48,6 +48,14 @@ class TenantServiceStub:
     """Issues an additional API token (shown only in this response); at most 10."""
     RevokeTokens: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.RevokeTokensRequest, _tenants_pb2.Tenant]
     """Revokes every API token of the tenant."""
+    SetTenantLimits: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.SetTenantLimitsRequest, _tenants_pb2.Tenant]
+    """Sets the tenant's delivery limits (rate, burst, concurrency, drain rate); each
+    worker enforces its share. Takes effect within the workers' cache time (10 s).
+    """
+    PauseTenant: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.PauseTenantRequest, _tenants_pb2.Tenant]
+    """Sidelines the tenant: its firings are held (not sent, not expired) until resumed."""
+    ResumeTenant: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.ResumeTenantRequest, _tenants_pb2.Tenant]
+    """Resumes a sidelined tenant; held firings drain at its drain rate."""
 
 @_typing.type_check_only
 class TenantServiceAsyncStub(TenantServiceStub):
@@ -67,6 +75,14 @@ class TenantServiceAsyncStub(TenantServiceStub):
     """Issues an additional API token (shown only in this response); at most 10."""
     RevokeTokens: _aio.UnaryUnaryMultiCallable[_tenants_pb2.RevokeTokensRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
     """Revokes every API token of the tenant."""
+    SetTenantLimits: _aio.UnaryUnaryMultiCallable[_tenants_pb2.SetTenantLimitsRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
+    """Sets the tenant's delivery limits (rate, burst, concurrency, drain rate); each
+    worker enforces its share. Takes effect within the workers' cache time (10 s).
+    """
+    PauseTenant: _aio.UnaryUnaryMultiCallable[_tenants_pb2.PauseTenantRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
+    """Sidelines the tenant: its firings are held (not sent, not expired) until resumed."""
+    ResumeTenant: _aio.UnaryUnaryMultiCallable[_tenants_pb2.ResumeTenantRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
+    """Resumes a sidelined tenant; held firings drain at its drain rate."""
 
 class TenantServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -119,5 +135,31 @@ class TenantServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
         """Revokes every API token of the tenant."""
+
+    @_abc_1.abstractmethod
+    def SetTenantLimits(
+        self,
+        request: _tenants_pb2.SetTenantLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
+        """Sets the tenant's delivery limits (rate, burst, concurrency, drain rate); each
+        worker enforces its share. Takes effect within the workers' cache time (10 s).
+        """
+
+    @_abc_1.abstractmethod
+    def PauseTenant(
+        self,
+        request: _tenants_pb2.PauseTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
+        """Sidelines the tenant: its firings are held (not sent, not expired) until resumed."""
+
+    @_abc_1.abstractmethod
+    def ResumeTenant(
+        self,
+        request: _tenants_pb2.ResumeTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
+        """Resumes a sidelined tenant; held firings drain at its drain rate."""
 
 def add_TenantServiceServicer_to_server(servicer: TenantServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

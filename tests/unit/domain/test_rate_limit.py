@@ -7,24 +7,29 @@ from clockwork_svc.domain.tenant import TenantLimits, validate_limits
 from clockwork_svc.errors import InvalidArgument
 
 
-def test_burst_then_steady_rate() -> None:
+def test_burst_then_reserved_slots_at_the_rate() -> None:
     bucket = TokenBucket(rate_per_s=2.0, burst=3.0)
-    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert bucket.take(0.0) == pytest.approx(0.5)
-    assert bucket.take(0.5) == 0.0
-    assert bucket.take(0.5) == pytest.approx(0.5)
-    assert bucket.take(10.0) == 0.0  # refills, but never above the burst
-    assert bucket.tokens == pytest.approx(2.0)
+    assert [bucket.reserve(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    # A backlog gets distinct, increasing slots instead of retrying together.
+    assert [bucket.reserve(0.0) for _ in range(3)] == pytest.approx([0.5, 1.0, 1.5])
+    assert bucket.reserve(1.5) == pytest.approx(0.5)
+
+
+def test_refill_never_exceeds_the_burst() -> None:
+    bucket = TokenBucket(rate_per_s=2.0, burst=2.0)
+    bucket.reserve(0.0)
+    assert bucket.reserve(100.0) == 0.0
+    assert bucket.tokens == pytest.approx(1.0)
 
 
 def test_unlimited_never_waits() -> None:
     bucket = TokenBucket(rate_per_s=0.0, burst=0.0)
-    assert all(bucket.take(0.0) == 0.0 for _ in range(1000))
+    assert all(bucket.reserve(0.0) == 0.0 for _ in range(1000))
 
 
 def test_retune_caps_tokens_at_the_new_burst() -> None:
     bucket = TokenBucket(rate_per_s=10.0, burst=10.0)
-    bucket.take(0.0)
+    bucket.reserve(0.0)
     bucket.retune(1.0, 2.0)
     assert bucket.tokens == 2.0
 
