@@ -135,6 +135,14 @@ class Store(Protocol):
 
     async def token_owner(self, token_hash: str) -> str | None: ...
 
+    # --- ordering keys -----------------------------------------------------------------
+
+    async def get_ordering_block(self, tenant: str, ordering_key: str) -> str:
+        """The delivery id that blocks an ordering key (a retry of it is pending), or ""."""
+
+    async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
+        """Upsert the blocking delivery id ("" clears it; never a delete)."""
+
     # --- dead letters ------------------------------------------------------------------
 
     async def record_dead_letter(self, letter: DeadLetter) -> None:

@@ -85,6 +85,9 @@ class Firing:
     # 0 for a normal firing; for a redriven dead letter, a generation number that makes
     # its firing ids new (fresh attempts) while its delivery id stays the same.
     redrive: int = 0
+    # The schedule's ordering key (denormalised so the worker can sequence firings
+    # before reading their schedules); "" when the schedule has none.
+    ordering_key: str = ""
 
     @property
     def sort_key(self) -> tuple[int, str]:

@@ -62,6 +62,7 @@ def make_firing(
         attempt=attempt,
         delivery_id=identity.delivery_id(schedule.id, occurrence_ms),
         redrive=redrive,
+        ordering_key=schedule.spec.ordering_key,
     )
 
 

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS firings (
     schedule_id TEXT NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
     occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0, redrive INTEGER NOT NULL DEFAULT 0,
+    ordering_key TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
@@ -58,6 +59,9 @@ CREATE TABLE IF NOT EXISTS tenants (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_tokens (
     token_hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ordering_blocks (
+    tenant TEXT NOT NULL, ordering_key TEXT NOT NULL, delivery_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, ordering_key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (
     tenant TEXT NOT NULL, dead_ms INTEGER NOT NULL, firing_id TEXT NOT NULL,
     schedule_key TEXT NOT NULL, schedule_id TEXT NOT NULL, delivery_id TEXT NOT NULL,
@@ -82,7 +86,7 @@ _SCHEDULE_COLUMNS = (
 )
 _FIRING_COLUMNS = (
     "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
-    "occurrence_ms, attempt, delivery_id, done, redrive"
+    "occurrence_ms, attempt, delivery_id, done, redrive, ordering_key"
 )
 _DEAD_LETTER_COLUMNS = (
     "tenant, schedule_key, schedule_id, firing_id, delivery_id, shard, seq, occurrence_ms, "
@@ -221,7 +225,7 @@ class SqliteStore:
         with self._conn:
             self._conn.executemany(
                 f"INSERT INTO firings (bucket, {_FIRING_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,0,?) ON CONFLICT DO NOTHING",
+                "(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?) ON CONFLICT DO NOTHING",
                 [
                     (
                         bucket_of(f.fire_at_ms, layout.bucket_ms),
@@ -237,6 +241,7 @@ class SqliteStore:
                         f.attempt,
                         f.delivery_id,
                         f.redrive,
+                        f.ordering_key,
                     )
                     for f in firings
                 ],
@@ -384,6 +389,25 @@ class SqliteStore:
         )
         return str(row[0]) if row else None
 
+    # --- ordering keys ------------------------------------------------------------------------
+
+    async def get_ordering_block(self, tenant: str, ordering_key: str) -> str:
+        row = await self._run(
+            _fetchone,
+            self._conn,
+            "SELECT delivery_id FROM ordering_blocks WHERE tenant = ? AND ordering_key = ?",
+            (tenant, ordering_key),
+        )
+        return str(row[0]) if row else ""
+
+    async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
+        await self._run(
+            _execute_count,
+            self._conn,
+            "INSERT OR REPLACE INTO ordering_blocks VALUES (?, ?, ?)",
+            (tenant, ordering_key, delivery_id),
+        )
+
     # --- dead letters ------------------------------------------------------------------------
 
     async def record_dead_letter(self, letter: DeadLetter) -> None:
@@ -501,6 +525,8 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(firings)")}
     if "redrive" not in columns:
         conn.execute("ALTER TABLE firings ADD COLUMN redrive INTEGER NOT NULL DEFAULT 0")
+    if "ordering_key" not in columns:
+        conn.execute("ALTER TABLE firings ADD COLUMN ordering_key TEXT NOT NULL DEFAULT ''")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
     if "limits" not in columns:
         conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")
@@ -595,6 +621,7 @@ def _firing_from_row(r: Any) -> Firing:
         delivery_id=r[10],
         done=bool(r[11]),
         redrive=r[12],
+        ordering_key=r[13],
     )
 
 

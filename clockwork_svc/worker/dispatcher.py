@@ -70,6 +70,7 @@ class Dispatcher:
         # Time held while the tenant was sidelined does not count against relevancy.
         plan = planning.plan_dispatch(schedule, firing, self._layout, now, held_ms)
         if plan.action is planning.Action.SUPERSEDED or schedule is None:
+            await self._unblock_ordering(firing)
             await self._store.mark_done(firing)
             return None
         if plan.next_firing is not None:
@@ -89,6 +90,7 @@ class Dispatcher:
         if plan.action is planning.Action.EXPIRE:
             execution = planning.expired(firing, now)
             await self._store.record_execution(execution)
+            await self._unblock_ordering(firing)
             await self._finish(firing, dataclasses.replace(progress, last_outcome=Outcome.EXPIRED))
             self._metrics.firings.labels(Outcome.EXPIRED.value).inc()
             return Outcome.EXPIRED
@@ -117,6 +119,14 @@ class Dispatcher:
             await self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))
         if result.stop_schedule:
             await self._stop_schedule(schedule, now)
+        if firing.ordering_key and settled.retry is not None:
+            # The key stays blocked until this delivery succeeds or gives up, even across
+            # a crash or a takeover: the block is stored before the firing is done.
+            await self._store.set_ordering_block(
+                firing.tenant, firing.ordering_key, firing.delivery_id
+            )
+        elif settled.retry is None:
+            await self._unblock_ordering(firing)
         outcome = settled.execution.outcome
         await self._finish(firing, dataclasses.replace(progress, last_outcome=outcome))
         self._metrics.firings.labels(outcome.value).inc()
@@ -129,6 +139,13 @@ class Dispatcher:
                 settled.execution.error,
             )
         return outcome
+
+    async def _unblock_ordering(self, firing: Firing) -> None:
+        """A retried delivery of an ordering key resolved: lift the key's stored block.
+        Only a retry (attempt > 1) can be the blocker: one delivery of a key runs at a
+        time, so the block is this delivery's."""
+        if firing.ordering_key and firing.attempt > 1:
+            await self._store.set_ordering_block(firing.tenant, firing.ordering_key, "")
 
     async def _stop_schedule(self, schedule: Schedule, now: int) -> None:
         """The target answered 410 Gone: cancel the schedule (as a client's cancel would)."""

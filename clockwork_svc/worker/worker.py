@@ -21,6 +21,7 @@ from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.tenancy import NO_LIMITS
 from clockwork_svc.worker.dispatcher import Dispatcher, TenantSource
 from clockwork_svc.worker.due_queue import DueQueue
+from clockwork_svc.worker.sequencer import OrderingSequencer
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
 from clockwork_svc.worker.tenant_gates import TenantGates, Verdict
 
@@ -76,6 +77,7 @@ class Worker:
         self._queue: DueQueue[Pending] = DueQueue(clock.now_ms)
         self._tenants = tenants
         self._gates = TenantGates()
+        self._sequencer: OrderingSequencer[Pending] = OrderingSequencer(store)
         # Per tenant: firings waiting for a concurrency slot; firings held while paused.
         self._blocked: dict[str, collections.deque[Pending]] = {}
         self._held: dict[str, list[tuple[Pending, int]]] = {}
@@ -120,6 +122,7 @@ class Worker:
             await self.drop_shard(shard)
 
     async def drop_shard(self, shard: int) -> None:
+        self._sequencer.forget_shard(shard)
         scanner = self._scanners.pop(shard, None)
         task = self._scan_tasks.pop(shard, None)
         if scanner is not None:
@@ -154,6 +157,8 @@ class Worker:
                 if not item.scanner.active or not self._may_dispatch():
                     # Not (or no longer surely) ours: the next owner reads it again.
                     continue
+                if item.firing.ordering_key and not await self._sequencer.admit(item):
+                    continue  # parked until the key's previous delivery resolves
                 if await self._admitted(item):
                     await self._slots.acquire()
                     task = asyncio.create_task(
@@ -215,8 +220,11 @@ class Worker:
     async def _deliver(self, item: Pending) -> None:
         firing, scanner = item.firing, item.scanner
         try:
-            await self._dispatcher.handle(firing, held_ms=item.held_ms)
+            outcome = await self._dispatcher.handle(firing, held_ms=item.held_ms)
             scanner.finished(firing)
+            if firing.ordering_key:
+                for following in self._sequencer.completed(item, outcome):
+                    self._push(self._clock.now_ms(), following)
         except StoreUnavailable as exc:
             # Not done: try again shortly; the cursor stays behind this firing meanwhile.
             self._metrics.store_errors.labels("dispatch").inc()

@@ -416,3 +416,23 @@ async def test_mark_redriven_survives_a_repeated_record(store: Store) -> None:
     await store.record_dead_letter(letter)
     [got] = await store.list_dead_letters(t, letter.dead_ms, letter.dead_ms + 1, None, 10)
     assert got == dataclasses.replace(letter, redriven_ms=letter.dead_ms + 10)
+
+
+async def test_ordering_key_round_trips_on_firings(store: Store) -> None:
+    shard = fresh_shard()
+    f = make_firing(shard, T0 + 10, ordering_key="order-9")
+    await store.put_firings([f])
+    assert await store.scan_firings(shard, (T0, ""), T0 + 100, 10) == [f]
+
+
+async def test_ordering_blocks_are_set_replaced_and_cleared(store: Store) -> None:
+    t = tenant()
+    assert await store.get_ordering_block(t, "k") == ""
+    await store.set_ordering_block(t, "k", "msg_1")
+    await store.set_ordering_block(t, "other", "msg_9")
+    assert await store.get_ordering_block(t, "k") == "msg_1"
+    await store.set_ordering_block(t, "k", "msg_2")
+    assert await store.get_ordering_block(t, "k") == "msg_2"
+    await store.set_ordering_block(t, "k", "")
+    assert await store.get_ordering_block(t, "k") == ""
+    assert await store.get_ordering_block(t, "other") == "msg_9"

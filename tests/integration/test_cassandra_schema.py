@@ -111,6 +111,7 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
         "tenants",
         "tenant_tokens",
         "dead_letters",
+        "ordering_blocks",
     }
 
     def strategy(table: str) -> str:

@@ -328,3 +328,33 @@ async def test_dead_letter_range_is_validated(client: ClockworkClient) -> None:
         await client.dead_letters(bad)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith("range.since")
+
+
+async def test_ordering_key_delivers_in_order_waiting_for_retries(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    # The first delivery fails twice; the later ones of the same key must wait for it.
+    sink.responder = lambda path, n: 503 if path == "/o/0" and n <= 2 else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=5, initial_delay_ms=400)
+    base = now_ms() + 500
+    await client.create_many(
+        [
+            (
+                f"ord-{i}",
+                spec(
+                    f"{sink.url}/o/{i}",
+                    triggers.OnceTrigger(base + i * 100),
+                    retry=retry,
+                    ordering_key="order-42",
+                ),
+            )
+            for i in range(3)
+        ]
+    )
+    # Unordered neighbours of the same tenant are not held back.
+    await client.create("free", spec(sink.url + "/free", triggers.OnceTrigger(base + 150)))
+    await sink.wait_for("/o/2", 1, timeout_s=15)
+    ordered = [r.path for r in sink.received if r.path.startswith("/o/")]
+    assert ordered == ["/o/0", "/o/0", "/o/0", "/o/1", "/o/2"], ordered
+    free = sink.at("/free")[0].received_ms
+    assert free < sink.at("/o/1")[0].received_ms

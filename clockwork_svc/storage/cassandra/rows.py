@@ -27,7 +27,7 @@ SCHEDULE_COLUMNS = (
 )
 FIRING_COLUMNS = (
     "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
-    "occurrence_ms, attempt, delivery_id, done, redrive"
+    "occurrence_ms, attempt, delivery_id, done, redrive, ordering_key"
 )
 DEAD_LETTER_COLUMNS = (
     "tenant, schedule_key, schedule_id, firing_id, delivery_id, shard, seq, occurrence_ms, "
@@ -89,6 +89,7 @@ def firing(row: Row) -> Firing:
         delivery_id=row["delivery_id"],
         done=bool(row["done"]),
         redrive=row["redrive"] or 0,
+        ordering_key=row["ordering_key"] or "",
     )
 
 

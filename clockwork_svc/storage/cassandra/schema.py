@@ -172,6 +172,18 @@ MIGRATIONS: list[Migration] = [
         ],
     ),
     (4, "tenant_limits", ["ALTER TABLE $keyspace.tenants ADD IF NOT EXISTS limits text"]),
+    (
+        5,
+        "ordering_keys",
+        [
+            "ALTER TABLE $keyspace.firings ADD IF NOT EXISTS ordering_key text",
+            """CREATE TABLE IF NOT EXISTS $keyspace.ordering_blocks (
+                tenant text,
+                ordering_key text,
+                delivery_id text,
+                PRIMARY KEY ((tenant, ordering_key)))""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -95,6 +95,8 @@ class _Statements:
     put_token_owner: Any
     token_owner: Any
     record_dead_letter: Any
+    get_ordering_block: Any
+    set_ordering_block: Any
     list_dead_letters: Any
     mark_redriven: Any
 
@@ -141,7 +143,8 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         "put_firing": (
             f"INSERT INTO {ks}.firings (shard, bucket, fire_at_ms, firing_id, tenant, "
             "schedule_key, schedule_id, version, seq, occurrence_ms, attempt, delivery_id, "
-            "redrive) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+            "redrive, ordering_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "USING TTL ?",
             True,
         ),
         "get_firing": (
@@ -216,6 +219,15 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
             True,
         ),
         "token_owner": (f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
+        "get_ordering_block": (
+            f"SELECT delivery_id FROM {ks}.ordering_blocks WHERE tenant = ? AND ordering_key = ?",
+            True,
+        ),
+        "set_ordering_block": (
+            f"INSERT INTO {ks}.ordering_blocks (tenant, ordering_key, delivery_id) "
+            "VALUES (?, ?, ?)",
+            True,
+        ),
         # No redriven_ms: recording a letter again never clears a redrive mark.
         "record_dead_letter": (
             f"INSERT INTO {ks}.dead_letters (day, tenant, schedule_key, schedule_id, "
@@ -445,6 +457,7 @@ class CassandraStore:
                     f.attempt,
                     f.delivery_id,
                     f.redrive,
+                    f.ordering_key,
                     firing_ttl_s(f.fire_at_ms, self._retention_s, now_s),
                 )
             )
@@ -619,6 +632,15 @@ class CassandraStore:
         return [rows.execution(r) for r in found]
 
     # --- helpers -------------------------------------------------------------------------
+
+    # --- ordering keys ----------------------------------------------------------------------
+
+    async def get_ordering_block(self, tenant: str, ordering_key: str) -> str:
+        row = await bridge.first(self._session, self._st.get_ordering_block, (tenant, ordering_key))
+        return str(row["delivery_id"] or "") if row is not None else ""
+
+    async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
+        await self._run(self._st.set_ordering_block, (tenant, ordering_key, delivery_id))
 
     # --- dead letters -------------------------------------------------------------------------
 
