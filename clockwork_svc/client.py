@@ -217,6 +217,12 @@ class ClockworkClient:
         request = tenants_pb2.ResumeTenantRequest(name=name)
         return await self._unary(self._tenants.ResumeTenant, request)
 
+    async def set_tenant_defaults(
+        self, name: str, defaults: tenants_pb2.TenantDefaults
+    ) -> tenants_pb2.Tenant:
+        request = tenants_pb2.SetTenantDefaultsRequest(name=name, defaults=defaults)
+        return await self._unary(self._tenants.SetTenantDefaults, request)
+
 
 def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:
     return spec if isinstance(spec, pb.ScheduleSpec) else convert.spec_to_pb(spec)

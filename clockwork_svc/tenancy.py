@@ -15,15 +15,18 @@ from clockwork_svc.domain.tenant import (
     MAX_SIGNING_SECRETS,
     MAX_TOKENS,
     Tenant,
+    TenantDefaults,
     TenantLimits,
     hash_token,
     new_token,
+    validate_defaults,
     validate_limits,
 )
 from clockwork_svc.errors import AlreadyExists, Conflict, FailedPrecondition, NotFound
 
 _CAS_ATTEMPTS = 5
 NO_LIMITS = TenantLimits()
+NO_DEFAULTS = TenantDefaults()
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -88,6 +91,10 @@ class TenantAdmin:
                 t, limits=dataclasses.replace(limits, paused=t.limits.paused)
             ),
         )
+
+    async def set_defaults(self, name: str, defaults: TenantDefaults) -> Tenant:
+        validate_defaults(defaults)
+        return await self._change(name, lambda t: dataclasses.replace(t, defaults=defaults))
 
     async def set_paused(self, name: str, paused: bool) -> Tenant:
         return await self._change(
@@ -154,6 +161,10 @@ class TenantView:
     async def limits(self, tenant: str) -> TenantLimits:
         found = await self._cache.get(tenant)
         return found.limits if found is not None else NO_LIMITS
+
+    async def defaults(self, tenant: str) -> TenantDefaults:
+        found = await self._cache.get(tenant)
+        return found.defaults if found is not None else NO_DEFAULTS
 
 
 class TokenDirectory:

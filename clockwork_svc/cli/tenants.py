@@ -6,8 +6,10 @@ from typing import Any
 
 import click
 
-from clockwork_svc.api.v1 import tenants_pb2
+from clockwork_svc.api.v1 import scheduler_pb2, tenants_pb2
+from clockwork_svc.cli.parsing import duration_ms
 from clockwork_svc.cli.schedules import print_json, run_client
+from clockwork_svc.server.convert import ms_to_dur
 
 
 def _options(fn: Any) -> Any:
@@ -175,4 +177,42 @@ def pause(**kw: Any) -> None:
 def resume(**kw: Any) -> None:
     """Resume a sidelined tenant; held firings drain at its drain rate."""
     reply = run_client(lambda c: c.resume_tenant(kw["name"]), _kw(kw))
+    _emit(reply, kw["as_json"])
+
+
+@tenant.command("defaults")
+@click.argument("name")
+@click.option(
+    "--retry",
+    "kind",
+    type=click.Choice(["default", "none", "fixed", "exponential"]),
+    default="default",
+    show_default=True,
+    help="Default retry policy kind.",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(0, 100),
+    default=0,
+    help="Total attempts (0: the kind's default).",
+)
+@click.option("--initial-delay", default=None, help="First retry delay (e.g. 2s).")
+@click.option("--max-delay", default=None, help="Largest retry delay (e.g. 5m).")
+@click.option("--relevancy", default=None, help="Default relevancy window (e.g. 30m).")
+@_options
+def defaults(**kw: Any) -> None:
+    """Set what the tenant's schedules get when their spec leaves a policy unset."""
+    kinds = {"default": 0, "none": 1, "fixed": 2, "exponential": 3}
+    retry = scheduler_pb2.RetryPolicy(
+        kind=kinds[kw["kind"]],  # type: ignore[arg-type]
+        max_attempts=kw["max_attempts"],
+    )
+    if kw["initial_delay"]:
+        retry.initial_delay.CopyFrom(ms_to_dur(duration_ms(kw["initial_delay"], "--initial-delay")))
+    if kw["max_delay"]:
+        retry.max_delay.CopyFrom(ms_to_dur(duration_ms(kw["max_delay"], "--max-delay")))
+    wanted = tenants_pb2.TenantDefaults(retry=retry)
+    if kw["relevancy"]:
+        wanted.relevancy_window.CopyFrom(ms_to_dur(duration_ms(kw["relevancy"], "--relevancy")))
+    reply = run_client(lambda c: c.set_tenant_defaults(kw["name"], wanted), _kw(kw))
     _emit(reply, kw["as_json"])

@@ -84,19 +84,34 @@ def _target_from_dict(doc: dict[str, Any]) -> Target:
     )
 
 
+def retry_to_dict(retry: RetryPolicy) -> dict[str, Any]:
+    return {
+        "kind": retry.kind.value,
+        "max_attempts": retry.max_attempts,
+        "initial_delay_ms": retry.initial_delay_ms,
+        "max_delay_ms": retry.max_delay_ms,
+        "multiplier": retry.multiplier,
+        "max_age_ms": retry.max_age_ms,
+    }
+
+
+def retry_from_dict(retry: dict[str, Any]) -> RetryPolicy:
+    return RetryPolicy(
+        kind=RetryKind(retry.get("kind", "default")),
+        max_attempts=retry.get("max_attempts", 0),
+        initial_delay_ms=retry.get("initial_delay_ms", 0),
+        max_delay_ms=retry.get("max_delay_ms", 0),
+        multiplier=retry.get("multiplier", 0.0),
+        max_age_ms=retry.get("max_age_ms", 0),
+    )
+
+
 def spec_to_json(spec: ScheduleSpec) -> str:
     target = spec.target
     doc = {
         "trigger": _trigger_to_dict(spec.trigger),
         **_target_to_dict(target),
-        "retry": {
-            "kind": spec.retry.kind.value,
-            "max_attempts": spec.retry.max_attempts,
-            "initial_delay_ms": spec.retry.initial_delay_ms,
-            "max_delay_ms": spec.retry.max_delay_ms,
-            "multiplier": spec.retry.multiplier,
-            "max_age_ms": spec.retry.max_age_ms,
-        },
+        "retry": retry_to_dict(spec.retry),
         "relevancy_window_ms": spec.relevancy_window_ms,
         "jitter_ms": spec.jitter_ms,
         "ordering_key": spec.ordering_key,
@@ -112,14 +127,7 @@ def spec_from_json(text: str, payload: bytes) -> ScheduleSpec:
         trigger=_trigger_from_dict(doc["trigger"]),
         target=_target_from_dict(doc),
         payload=payload,
-        retry=RetryPolicy(
-            kind=RetryKind(retry.get("kind", "default")),
-            max_attempts=retry.get("max_attempts", 0),
-            initial_delay_ms=retry.get("initial_delay_ms", 0),
-            max_delay_ms=retry.get("max_delay_ms", 0),
-            multiplier=retry.get("multiplier", 0.0),
-            max_age_ms=retry.get("max_age_ms", 0),
-        ),
+        retry=retry_from_dict(retry),
         relevancy_window_ms=doc.get("relevancy_window_ms", 0),
         jitter_ms=doc.get("jitter_ms", 0),
         ordering_key=doc.get("ordering_key", ""),

@@ -11,6 +11,16 @@ import json
 import secrets
 from dataclasses import dataclass
 
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.codec import retry_from_dict, retry_to_dict
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    Limits,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+    validate_spec,
+)
 from clockwork_svc.errors import InvalidArgument
 
 TOKEN_PREFIX = "cwt_"
@@ -58,6 +68,43 @@ def validate_limits(limits: TenantLimits) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantDefaults:
+    """What a tenant's schedules get when their spec leaves a policy unset."""
+
+    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    relevancy_window_ms: int = 0
+
+    def to_json(self) -> str:
+        doc = {"retry": retry_to_dict(self.retry), "relevancy_window_ms": self.relevancy_window_ms}
+        return json.dumps(doc, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> TenantDefaults:
+        if not text:
+            return cls()
+        doc = json.loads(text)
+        return cls(retry_from_dict(doc.get("retry", {})), doc.get("relevancy_window_ms", 0))
+
+    def apply(self, spec: ScheduleSpec) -> ScheduleSpec:
+        """The spec with the tenant's defaults filled in where the spec has none."""
+        retry = spec.retry if spec.retry.kind is not RetryKind.DEFAULT else self.retry
+        relevancy = spec.relevancy_window_ms or self.relevancy_window_ms
+        if retry is spec.retry and relevancy == spec.relevancy_window_ms:
+            return spec
+        return dataclasses.replace(spec, retry=retry, relevancy_window_ms=relevancy)
+
+
+def validate_defaults(defaults: TenantDefaults) -> None:
+    probe = ScheduleSpec(
+        triggers.OnceTrigger(0),
+        HttpTarget("https://example.com/"),
+        retry=defaults.retry,
+        relevancy_window_ms=defaults.relevancy_window_ms,
+    )
+    validate_spec(probe, Limits(), prefix="defaults")
+
+
+@dataclass(frozen=True, slots=True)
 class Tenant:
     name: str
     created_ms: int
@@ -67,6 +114,7 @@ class Tenant:
     signing_secrets: tuple[str, ...] = ()
     token_hashes: tuple[str, ...] = ()
     limits: TenantLimits = TenantLimits()
+    defaults: TenantDefaults = TenantDefaults()
 
 
 def new_token() -> str:

@@ -82,6 +82,32 @@ def _opt_ts(msg: object, name: str, field: str) -> int | None:
     return ts_to_ms(getattr(msg, name), field)
 
 
+def retry_from_pb(retry: pb.RetryPolicy, prefix: str) -> RetryPolicy:
+    if retry.kind not in _RETRY_KINDS:
+        raise InvalidArgument(f"{prefix}.kind", "unknown retry kind")
+    return RetryPolicy(
+        kind=_RETRY_KINDS[retry.kind],
+        max_attempts=retry.max_attempts,
+        initial_delay_ms=dur_to_ms(retry.initial_delay, f"{prefix}.initial_delay"),
+        max_delay_ms=dur_to_ms(retry.max_delay, f"{prefix}.max_delay"),
+        multiplier=retry.multiplier,
+        max_age_ms=dur_to_ms(retry.max_age, f"{prefix}.max_age"),
+    )
+
+
+def retry_to_pb(r: RetryPolicy) -> pb.RetryPolicy:
+    out = pb.RetryPolicy(
+        kind=_RETRY_KINDS_PB[r.kind], max_attempts=r.max_attempts, multiplier=r.multiplier
+    )
+    if r.max_age_ms:
+        out.max_age.CopyFrom(ms_to_dur(r.max_age_ms))
+    if r.initial_delay_ms:
+        out.initial_delay.CopyFrom(ms_to_dur(r.initial_delay_ms))
+    if r.max_delay_ms:
+        out.max_delay.CopyFrom(ms_to_dur(r.max_delay_ms))
+    return out
+
+
 def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
     kind = spec.WhichOneof("trigger")
     trigger: triggers.Trigger
@@ -109,16 +135,7 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
     else:
         raise InvalidArgument(f"{prefix}.trigger", "one of once, interval or cron is required")
     target = _target_from_pb(spec, prefix)
-    retry = RetryPolicy(
-        kind=_RETRY_KINDS.get(spec.retry.kind, RetryKind.DEFAULT),
-        max_attempts=spec.retry.max_attempts,
-        initial_delay_ms=dur_to_ms(spec.retry.initial_delay, f"{prefix}.retry.initial_delay"),
-        max_delay_ms=dur_to_ms(spec.retry.max_delay, f"{prefix}.retry.max_delay"),
-        multiplier=spec.retry.multiplier,
-        max_age_ms=dur_to_ms(spec.retry.max_age, f"{prefix}.retry.max_age"),
-    )
-    if spec.retry.kind not in _RETRY_KINDS:
-        raise InvalidArgument(f"{prefix}.retry.kind", "unknown retry kind")
+    retry = retry_from_pb(spec.retry, f"{prefix}.retry")
     if spec.misfire not in _MISFIRE:
         raise InvalidArgument(f"{prefix}.misfire", "unknown misfire policy")
     return ScheduleSpec(
@@ -173,16 +190,7 @@ def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
         out.http.headers.update(dict(spec.target.headers))
         if spec.target.timeout_ms:
             out.http.timeout.CopyFrom(ms_to_dur(spec.target.timeout_ms))
-    r = spec.retry
-    out.retry.kind = _RETRY_KINDS_PB[r.kind]
-    out.retry.max_attempts = r.max_attempts
-    out.retry.multiplier = r.multiplier
-    if r.max_age_ms:
-        out.retry.max_age.CopyFrom(ms_to_dur(r.max_age_ms))
-    if r.initial_delay_ms:
-        out.retry.initial_delay.CopyFrom(ms_to_dur(r.initial_delay_ms))
-    if r.max_delay_ms:
-        out.retry.max_delay.CopyFrom(ms_to_dur(r.max_delay_ms))
+    out.retry.CopyFrom(retry_to_pb(spec.retry))
     if spec.relevancy_window_ms:
         out.relevancy_window.CopyFrom(ms_to_dur(spec.relevancy_window_ms))
     if spec.jitter_ms:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from clockwork_svc.api.v1 import tenants_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
-from clockwork_svc.domain.tenant import Tenant, TenantLimits
+from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 from clockwork_svc.errors import PermissionDenied
 from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.server import convert
 from clockwork_svc.server.auth import Principal
 from clockwork_svc.server.convert import ms_to_ts
 from clockwork_svc.server.servicer import decode_token, encode_token, page_size, rpc_method
@@ -28,7 +29,11 @@ def tenant_to_pb(t: Tenant) -> pb.Tenant:
         max_concurrency=t.limits.max_concurrency,
         drain_rate_per_s=t.limits.drain_rate_per_s,
     )
+    defaults = pb.TenantDefaults(retry=convert.retry_to_pb(t.defaults.retry))
+    if t.defaults.relevancy_window_ms:
+        defaults.relevancy_window.CopyFrom(convert.ms_to_dur(t.defaults.relevancy_window_ms))
     return pb.Tenant(
+        defaults=defaults,
         limits=limits,
         paused=t.limits.paused,
         name=t.name,
@@ -104,3 +109,14 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
     @_admin
     async def ResumeTenant(self, request: pb.ResumeTenantRequest, _: None) -> pb.Tenant:
         return tenant_to_pb(await self._admin.set_paused(request.name, False))
+
+    @_admin
+    async def SetTenantDefaults(self, request: pb.SetTenantDefaultsRequest, _: None) -> pb.Tenant:
+        given = request.defaults
+        defaults = TenantDefaults(
+            retry=convert.retry_from_pb(given.retry, "defaults.retry"),
+            relevancy_window_ms=convert.dur_to_ms(
+                given.relevancy_window, "defaults.relevancy_window"
+            ),
+        )
+        return tenant_to_pb(await self._admin.set_defaults(request.name, defaults))

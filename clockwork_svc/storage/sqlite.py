@@ -29,7 +29,7 @@ from clockwork_svc.domain.model import (
     ScheduleState,
     ShardCursor,
 )
-from clockwork_svc.domain.tenant import Tenant, TenantLimits
+from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS firings (
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
     version INTEGER NOT NULL, signing_secrets TEXT NOT NULL, token_hashes TEXT NOT NULL,
-    limits TEXT NOT NULL DEFAULT '{}'
+    limits TEXT NOT NULL DEFAULT '{}', defaults TEXT NOT NULL DEFAULT '{}'
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_tokens (
     token_hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;
@@ -334,7 +334,8 @@ class SqliteStore:
             _execute_count,
             self._conn,
             "INSERT INTO tenants (name, created_ms, updated_ms, version, signing_secrets, "
-            "token_hashes, limits) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
+            "token_hashes, limits, defaults) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (name) DO NOTHING",
             _tenant_row(tenant),
         )
         return None if inserted == 1 else await self.get_tenant(tenant.name)
@@ -343,7 +344,8 @@ class SqliteStore:
         row = await self._run(
             _fetchone,
             self._conn,
-            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits "
+            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits, "
+            "defaults "
             "FROM tenants WHERE name = ?",
             (name,),
         )
@@ -353,7 +355,8 @@ class SqliteStore:
         found = await self._run(
             _fetchall,
             self._conn,
-            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits "
+            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits, "
+            "defaults "
             "FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
             (after or "", limit),
         )
@@ -366,7 +369,8 @@ class SqliteStore:
                 _execute_count,
                 self._conn,
                 "UPDATE tenants SET created_ms = ?, updated_ms = ?, version = ?, "
-                "signing_secrets = ?, token_hashes = ?, limits = ? WHERE name = ? AND version = ?",
+                "signing_secrets = ?, token_hashes = ?, limits = ?, defaults = ? "
+                "WHERE name = ? AND version = ?",
                 (*row[1:], row[0], expected_version),
             )
             == 1
@@ -530,6 +534,8 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
     if "limits" not in columns:
         conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")
+    if "defaults" not in columns:
+        conn.execute("ALTER TABLE tenants ADD COLUMN defaults TEXT NOT NULL DEFAULT '{}'")
 
 
 def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
@@ -591,6 +597,7 @@ def _tenant_row(t: Tenant) -> tuple[Any, ...]:
         json.dumps(list(t.signing_secrets)),
         json.dumps(list(t.token_hashes)),
         t.limits.to_json(),
+        t.defaults.to_json(),
     )
 
 
@@ -603,6 +610,7 @@ def _tenant_from_row(r: Any) -> Tenant:
         signing_secrets=tuple(json.loads(r[4])),
         token_hashes=tuple(json.loads(r[5])),
         limits=TenantLimits.from_json(r[6]),
+        defaults=TenantDefaults.from_json(r[7]),
     )
 
 

@@ -25,7 +25,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
 )
-from clockwork_svc.domain.tenant import TenantLimits
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,9 @@ class TenantSource(Protocol):
 
     async def limits(self, tenant: str) -> TenantLimits:
         """The tenant's delivery limits (none for an unknown tenant)."""
+
+    async def defaults(self, tenant: str) -> TenantDefaults:
+        """The tenant's default retry policy and relevancy window."""
 
 
 class Dispatcher:
@@ -66,9 +69,12 @@ class Dispatcher:
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
         schedule = await self._store.get_schedule(firing.tenant, firing.schedule_key)
+        # Decisions use the spec with the tenant's defaults filled in; writes keep the
+        # stored spec as it is.
+        effective = await self._with_tenant_defaults(schedule)
         now = self._clock.now_ms()
         # Time held while the tenant was sidelined does not count against relevancy.
-        plan = planning.plan_dispatch(schedule, firing, self._layout, now, held_ms)
+        plan = planning.plan_dispatch(effective, firing, self._layout, now, held_ms)
         if plan.action is planning.Action.SUPERSEDED or schedule is None:
             await self._unblock_ordering(firing)
             await self._store.mark_done(firing)
@@ -109,7 +115,13 @@ class Dispatcher:
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
         self._metrics.delivery_duration.observe(max(0, finished - now) / 1000)
         settled = planning.settle(
-            schedule, firing, self._layout, result, now, finished, self._rng.random()
+            effective or schedule,
+            firing,
+            self._layout,
+            result,
+            now,
+            finished,
+            self._rng.random(),
         )
         if settled.retry is not None:
             await self._store.put_firings([settled.retry])
@@ -139,6 +151,13 @@ class Dispatcher:
                 settled.execution.error,
             )
         return outcome
+
+    async def _with_tenant_defaults(self, schedule: Schedule | None) -> Schedule | None:
+        if schedule is None or self._tenants is None:
+            return schedule
+        defaults = await self._tenants.defaults(schedule.tenant)
+        spec = defaults.apply(schedule.spec)
+        return schedule if spec is schedule.spec else dataclasses.replace(schedule, spec=spec)
 
     async def _unblock_ordering(self, firing: Firing) -> None:
         """A retried delivery of an ordering key resolved: lift the key's stored block.

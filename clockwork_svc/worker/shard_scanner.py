@@ -31,6 +31,9 @@ class ScanSettings:
     poll_interval_ms: int = 250
     sweep_interval_ms: int = 1_000
     cursor_interval_ms: int = 1_000
+    # While the cursor cannot move (nothing to advance past), still confirm the epoch
+    # this often, so a fenced owner drops the shard even without progress to write.
+    fence_check_interval_ms: int = 3_000
     page_size: int = 500
     max_pending: int = 20_000
 
@@ -60,6 +63,7 @@ class ShardScanner:
         self._finished: dict[str, int] = {}  # finished, kept until the cursor passes them
         self._position = 0
         self._scanned_to = 0
+        self._last_write_m = 0.0
         self._wake = asyncio.Event()
 
     @property
@@ -159,9 +163,13 @@ class ShardScanner:
         if self._pending:
             candidates.append(min(self._pending.values()))
         target = min(candidates)
+        now_m = self._clock.monotonic()
         if target <= self._position:
-            return
+            if now_m - self._last_write_m < self._settings.fence_check_interval_ms / 1000:
+                return
+            target = self._position  # an epoch check that moves nothing
         if not await self._store.advance_cursor(self.shard, target, self.epoch):
             raise Fenced
+        self._last_write_m = now_m
         self._position = target
         self._finished = {k: v for k, v in self._finished.items() if v >= target}

@@ -26,7 +26,7 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
 )
-from clockwork_svc.domain.tenant import Tenant, TenantLimits
+from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 from clockwork_svc.domain.triggers import CronTrigger, IntervalTrigger, OnceTrigger, Trigger
 from tests.contract.conftest import LAYOUT
 
@@ -246,6 +246,7 @@ async def test_cursor_moves_forward_only_and_is_fenced_by_epoch(store: Store) ->
     assert await store.acquire_shard(shard, 10) is not None
     assert await store.advance_cursor(shard, T0, 10)
     assert await store.advance_cursor(shard, T0 - 5, 10)  # accepted but not backwards
+    assert await store.advance_cursor(shard, T0, 10)  # same position: an epoch check
     cursor = await store.load_cursor(shard)
     assert cursor is not None and cursor.position_ms == T0
     # A newer owner takes over: the old epoch can no longer advance the shard.
@@ -330,6 +331,7 @@ async def test_tenant_replace_is_compare_and_set(store: Store) -> None:
         version=2,
         signing_secrets=("whsec_bmV3", *t.signing_secrets),
         limits=TenantLimits(rate_per_s=2.5, burst=4, max_concurrency=3, paused=True),
+        defaults=TenantDefaults(RetryPolicy(RetryKind.FIXED, 3, 500), 60_000),
     )
     assert await store.replace_tenant(rotated, 1)
     assert not await store.replace_tenant(dataclasses.replace(rotated, version=3), 1)

@@ -197,7 +197,8 @@ async def test_stale_owner_drops_a_fenced_shard(cluster_env: tuple[str, str, Sql
         # Someone with a newer epoch writes the shard (as after a takeover a paused
         # worker never noticed): the scanner's next cursor write is rejected.
         assert await store.acquire_shard(shard, epoch + 1) is not None
-        await wait_until(lambda: shard not in a.worker.owned_shards, 5)
+        # Noticed at the next cursor write or idle epoch check (every 3 s).
+        await wait_until(lambda: a.worker.owned_shards.get(shard) != epoch, 6)
         # It gives the key up and takes the shard again under a newer etcd revision.
         await wait_until(lambda: a.worker.owned_shards.get(shard, 0) > epoch + 1, 10)
     finally:

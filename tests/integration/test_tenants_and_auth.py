@@ -20,7 +20,7 @@ from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, ScheduleSpec
 from clockwork_svc.server.auth import AuthSettings
 from tests.integration.test_dev_node import dev_settings
 from tests.support.sink import Received, RecordingSink
@@ -224,3 +224,30 @@ async def test_paused_tenant_holds_firings_past_relevancy_and_drains_on_resume(
         assert len(got) == 3
         outcomes = {e.outcome for e in (await c.executions("h0")).executions}
         assert outcomes == {pb.SUCCEEDED}
+
+
+async def test_tenant_defaults_apply_to_schedules_that_leave_policies_unset(
+    node: app.Node, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: 500
+    async with client_for(node, ADMIN) as admin:
+        created = await admin.create_tenant("defaulted")
+        retry = pb.RetryPolicy(kind=pb.RetryPolicy.FIXED, max_attempts=3)
+        retry.initial_delay.FromMilliseconds(100)
+        updated = await admin.set_tenant_defaults(
+            "defaulted", tenants_pb2.TenantDefaults(retry=retry)
+        )
+        assert updated.defaults.retry.max_attempts == 3
+        bad = tenants_pb2.TenantDefaults(retry=pb.RetryPolicy(max_attempts=1000))
+        await expect_code(
+            admin.set_tenant_defaults("defaulted", bad), grpc.StatusCode.INVALID_ARGUMENT
+        )
+    await asyncio.sleep(0.5)  # past the worker's tenant cache
+    async with client_for(node, created.token) as c:
+        await c.create("uses-default", once(sink.url + "/def"))
+        own = dataclasses.replace(once(sink.url + "/own"), retry=RetryPolicy(RetryKind.NONE))
+        await c.create("own-policy", own)
+        await sink.wait_for("/def", 3, timeout_s=10)
+        await asyncio.sleep(0.8)
+        assert len(sink.at("/def")) == 3  # the tenant's default: 3 attempts
+        assert len(sink.at("/own")) == 1  # the schedule's own policy wins

@@ -5,8 +5,10 @@ Clockwork tenant administration, version 1. Every call needs the admin credentia
 (`--admin-token` on the server), except on a server running without auth.
 """
 
+from clockwork_svc.api.v1 import scheduler_pb2 as _scheduler_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -20,6 +22,53 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+@_typing.final
+class TenantDefaults(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RETRY_FIELD_NUMBER: _builtins.int
+    RELEVANCY_WINDOW_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def retry(self) -> _scheduler_pb2.RetryPolicy: ...
+    @_builtins.property
+    def relevancy_window(self) -> _duration_pb2.Duration: ...
+    def __init__(
+        self,
+        *,
+        retry: _scheduler_pb2.RetryPolicy | None = ...,
+        relevancy_window: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["relevancy_window", b"relevancy_window", "retry", b"retry"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relevancy_window", b"relevancy_window", "retry", b"retry"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantDefaults: _TypeAlias = TenantDefaults  # noqa: Y015
+
+@_typing.final
+class SetTenantDefaultsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DEFAULTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def defaults(self) -> Global___TenantDefaults: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        defaults: Global___TenantDefaults | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["defaults", b"defaults"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["defaults", b"defaults", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTenantDefaultsRequest: _TypeAlias = SetTenantDefaultsRequest  # noqa: Y015
 
 @_typing.final
 class TenantLimits(_message.Message):
@@ -126,6 +175,7 @@ class Tenant(_message.Message):
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     PAUSED_FIELD_NUMBER: _builtins.int
+    DEFAULTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.int
     signing_secret_count: _builtins.int
@@ -138,6 +188,8 @@ class Tenant(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def limits(self) -> Global___TenantLimits: ...
+    @_builtins.property
+    def defaults(self) -> Global___TenantDefaults: ...
     def __init__(
         self,
         *,
@@ -149,10 +201,11 @@ class Tenant(_message.Message):
         token_count: _builtins.int = ...,
         limits: Global___TenantLimits | None = ...,
         paused: _builtins.bool = ...,
+        defaults: Global___TenantDefaults | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "limits", b"limits", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "defaults", b"defaults", "limits", b"limits", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "limits", b"limits", "name", b"name", "paused", b"paused", "signing_secret_count", b"signing_secret_count", "token_count", b"token_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "defaults", b"defaults", "limits", b"limits", "name", b"name", "paused", b"paused", "signing_secret_count", b"signing_secret_count", "token_count", b"token_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -79,6 +79,11 @@ class TenantServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
                 _registered_method=True)
+        self.SetTenantDefaults = channel.unary_unary(
+                '/clockwork.api.v1.TenantService/SetTenantDefaults',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantDefaultsRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+                _registered_method=True)
 
 
 class TenantServiceServicer:
@@ -149,6 +154,14 @@ class TenantServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTenantDefaults(self, request, context):
+        """Sets what the tenant's schedules get when their spec leaves the retry policy or
+        the relevancy window unset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TenantServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -195,6 +208,11 @@ def add_TenantServiceServicer_to_server(servicer, server):
             'ResumeTenant': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeTenant,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
+            ),
+            'SetTenantDefaults': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTenantDefaults,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantDefaultsRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.SerializeToString,
             ),
     }
@@ -440,6 +458,33 @@ class TenantService:
             target,
             '/clockwork.api.v1.TenantService/ResumeTenant',
             clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.ResumeTenantRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTenantDefaults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.TenantService/SetTenantDefaults',
+            clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.SetTenantDefaultsRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_tenants__pb2.Tenant.FromString,
             options,
             channel_credentials,

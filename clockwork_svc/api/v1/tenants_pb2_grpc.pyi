@@ -56,6 +56,10 @@ class TenantServiceStub:
     """Sidelines the tenant: its firings are held (not sent, not expired) until resumed."""
     ResumeTenant: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.ResumeTenantRequest, _tenants_pb2.Tenant]
     """Resumes a sidelined tenant; held firings drain at its drain rate."""
+    SetTenantDefaults: _grpc.UnaryUnaryMultiCallable[_tenants_pb2.SetTenantDefaultsRequest, _tenants_pb2.Tenant]
+    """Sets what the tenant's schedules get when their spec leaves the retry policy or
+    the relevancy window unset.
+    """
 
 @_typing.type_check_only
 class TenantServiceAsyncStub(TenantServiceStub):
@@ -83,6 +87,10 @@ class TenantServiceAsyncStub(TenantServiceStub):
     """Sidelines the tenant: its firings are held (not sent, not expired) until resumed."""
     ResumeTenant: _aio.UnaryUnaryMultiCallable[_tenants_pb2.ResumeTenantRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
     """Resumes a sidelined tenant; held firings drain at its drain rate."""
+    SetTenantDefaults: _aio.UnaryUnaryMultiCallable[_tenants_pb2.SetTenantDefaultsRequest, _tenants_pb2.Tenant]  # type: ignore[assignment]
+    """Sets what the tenant's schedules get when their spec leaves the retry policy or
+    the relevancy window unset.
+    """
 
 class TenantServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -161,5 +169,15 @@ class TenantServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
         """Resumes a sidelined tenant; held firings drain at its drain rate."""
+
+    @_abc_1.abstractmethod
+    def SetTenantDefaults(
+        self,
+        request: _tenants_pb2.SetTenantDefaultsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tenants_pb2.Tenant, _abc.Awaitable[_tenants_pb2.Tenant]]:
+        """Sets what the tenant's schedules get when their spec leaves the retry policy or
+        the relevancy window unset.
+        """
 
 def add_TenantServiceServicer_to_server(servicer: TenantServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

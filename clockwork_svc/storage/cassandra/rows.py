@@ -14,7 +14,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
 )
-from clockwork_svc.domain.tenant import Tenant, TenantLimits
+from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 
 Row = dict[str, Any]
 
@@ -111,7 +111,9 @@ def execution(row: Row) -> Execution:
     )
 
 
-TENANT_COLUMNS = "name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits"
+TENANT_COLUMNS = (
+    "name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits, defaults"
+)
 
 
 def tenant_params(t: Tenant) -> tuple[Any, ...]:
@@ -123,6 +125,7 @@ def tenant_params(t: Tenant) -> tuple[Any, ...]:
         list(t.signing_secrets),
         list(t.token_hashes),
         t.limits.to_json(),
+        t.defaults.to_json(),
     )
 
 
@@ -135,6 +138,7 @@ def tenant(row: Row) -> Tenant:
         signing_secrets=tuple(row["signing_secrets"] or ()),
         token_hashes=tuple(row["token_hashes"] or ()),
         limits=TenantLimits.from_json(row["limits"]),
+        defaults=TenantDefaults.from_json(row["defaults"]),
     )
 
 

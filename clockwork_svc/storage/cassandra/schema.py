@@ -184,6 +184,7 @@ MIGRATIONS: list[Migration] = [
                 PRIMARY KEY ((tenant, ordering_key)))""",
         ],
     ),
+    (6, "tenant_defaults", ["ALTER TABLE $keyspace.tenants ADD IF NOT EXISTS defaults text"]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

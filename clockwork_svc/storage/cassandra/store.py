@@ -199,7 +199,7 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
             True,
         ),
         "insert_tenant": (
-            f"INSERT INTO {ks}.tenants ({tenant}) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+            f"INSERT INTO {ks}.tenants ({tenant}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
             False,
         ),
         "select_tenant": (f"SELECT {tenant} FROM {ks}.tenants WHERE name = ?", True),
@@ -211,7 +211,8 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         ),
         "replace_tenant": (
             f"UPDATE {ks}.tenants SET created_ms = ?, updated_ms = ?, version = ?, "
-            "signing_secrets = ?, token_hashes = ?, limits = ? WHERE name = ? IF version = ?",
+            "signing_secrets = ?, token_hashes = ?, limits = ?, defaults = ? WHERE name = ? "
+            "IF version = ?",
             False,
         ),
         "put_token_owner": (
