@@ -6,6 +6,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -29,6 +30,31 @@ from clockwork_svc.domain.spec import (
 T = TypeVar("T")
 
 
+def tls_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--tls-ca",
+        envvar="CLOCKWORK_TLS_CA",
+        default=None,
+        type=click.Path(exists=True, path_type=Path),
+        help="Use TLS, trusting this CA for the server's certificate.",
+    )(fn)
+    fn = click.option(
+        "--tls-client-cert",
+        envvar="CLOCKWORK_TLS_CLIENT_CERT",
+        default=None,
+        type=click.Path(exists=True, path_type=Path),
+        help="Client certificate for mutual TLS.",
+    )(fn)
+    fn = click.option(
+        "--tls-client-key",
+        envvar="CLOCKWORK_TLS_CLIENT_KEY",
+        default=None,
+        type=click.Path(exists=True, path_type=Path),
+        help="Client key for mutual TLS.",
+    )(fn)
+    return fn
+
+
 def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--server",
@@ -44,12 +70,20 @@ def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Tenant (with a token it must match the token's tenant).",
     )(fn)
     fn = click.option("--token", envvar="CLOCKWORK_TOKEN", default=None, help="API token.")(fn)
+    fn = tls_options(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
     return fn
 
 
 def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], kw: dict[str, Any]) -> T:
-    settings = ClientSettings(server=kw["server"], tenant=kw["tenant"], token=kw["token"])
+    settings = ClientSettings(
+        server=kw["server"],
+        tenant=kw["tenant"],
+        token=kw["token"],
+        ca_file=kw.get("tls_ca"),
+        cert_file=kw.get("tls_client_cert"),
+        key_file=kw.get("tls_client_key"),
+    )
 
     async def go() -> T:
         async with ClockworkClient(settings) as client:

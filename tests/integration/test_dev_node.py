@@ -29,7 +29,7 @@ from clockwork_svc.settings import (
 )
 from clockwork_svc.worker.shard_scanner import ScanSettings
 from clockwork_svc.worker.worker import WorkerSettings
-from tests.support.sink import RecordingSink
+from tests.support.sink import RESET, RecordingSink
 
 
 def now_ms() -> int:
@@ -358,3 +358,19 @@ async def test_ordering_key_delivers_in_order_waiting_for_retries(
     assert ordered == ["/o/0", "/o/0", "/o/0", "/o/1", "/o/2"], ordered
     free = sink.at("/free")[0].received_ms
     assert free < sink.at("/o/1")[0].received_ms
+
+
+async def test_connection_resets_are_retried_with_the_same_delivery_id(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: RESET if n <= 2 else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=5, initial_delay_ms=150)
+    await client.create(
+        "reset", spec(sink.url + "/reset", triggers.OnceTrigger(now_ms()), retry=retry)
+    )
+    got = await sink.wait_for("/reset", 3, timeout_s=10)
+    assert len({r.delivery_id for r in got}) == 1
+    await asyncio.sleep(0.3)
+    executions = (await client.executions("reset")).executions
+    assert [e.outcome for e in executions] == [pb.SUCCEEDED, pb.RETRYING, pb.RETRYING]
+    assert executions[-1].status_code == 0 and executions[-1].error

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+RESET = -1
+
 
 @dataclass(frozen=True)
 class Received:
@@ -28,7 +30,8 @@ class Received:
 @dataclass
 class RecordingSink:
     received: list[Received] = field(default_factory=list)
-    # (path, n-th request to that path, 1-based) -> status; default 200
+    # (path, n-th request to that path, 1-based) -> status; default 200. RESET closes the
+    # connection without an answer (a connection reset, as a crashing server does).
     responder: Callable[[str, int], int | tuple[int, dict[str, str]]] = lambda path, n: 200
     delay_s: float = 0.0
     port: int = 0
@@ -77,6 +80,10 @@ class RecordingSink:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         answer = self.responder(request.path, n)
+        if answer == RESET:
+            assert request.transport is not None
+            request.transport.abort()
+            raise asyncio.CancelledError  # the handler must not answer on a dead socket
         status, headers = answer if isinstance(answer, tuple) else (answer, {})
         return web.Response(status=status, headers=headers, text="ok")
 
