@@ -374,3 +374,16 @@ async def test_connection_resets_are_retried_with_the_same_delivery_id(
     executions = (await client.executions("reset")).executions
     assert [e.outcome for e in executions] == [pb.SUCCEEDED, pb.RETRYING, pb.RETRYING]
     assert executions[-1].status_code == 0 and executions[-1].error
+
+
+async def test_429_retry_after_is_honoured_over_a_shorter_policy_delay(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: (429, {"Retry-After": "1"}) if n == 1 else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=100)
+    await client.create(
+        "slow-down", spec(sink.url + "/429", triggers.OnceTrigger(now_ms()), retry=retry)
+    )
+    first, second = await sink.wait_for("/429", 2, timeout_s=10)
+    assert second.received_ms - first.received_ms >= 950
+    assert first.delivery_id == second.delivery_id
