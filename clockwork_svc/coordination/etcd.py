@@ -231,12 +231,14 @@ class EtcdCoordinator:
                 if task.done():
                     exc = task.exception()
                     raise CoordinationError(f"{task.get_name()} ended: {exc!r}")
+            # Cleared before the round, not after: a change that arrives while the round
+            # runs must trigger another round at once, not wait for the timer.
+            self._wake.clear()
             started = self._clock.monotonic()
             changed = await self._rebalance(client, lease)
             if changed:
                 self.last_rebalance_s = self._clock.monotonic() - started
                 self._on_timing("rebalance", self.last_rebalance_s)
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.rebalance_interval_s)
 
