@@ -58,11 +58,6 @@ class Metrics:
         self.due_backlog = Gauge(
             "clockwork_due_backlog", "Firings prefetched or in flight on this worker", registry=r
         )
-        self.overdue = Gauge(
-            "clockwork_overdue_firings",
-            "Prefetched firings already past their due time",
-            registry=r,
-        )
         self.shards_owned = Gauge("clockwork_shards_owned", "Shards this worker owns", registry=r)
         self.store_errors = Counter(
             "clockwork_store_errors_total",

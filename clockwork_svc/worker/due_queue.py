@@ -31,10 +31,6 @@ class DueQueue(Generic[T]):
         if earliest is None or due_ms < earliest:
             self._changed.set()
 
-    def overdue(self) -> int:
-        now = self._now_ms()
-        return sum(1 for due, _, _ in self._heap if due <= now)
-
     async def pop_due(self, max_items: int) -> list[tuple[int, T]]:
         """Wait until at least one item is due; return up to `max_items` due items."""
         while True:
