@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import ipaddress
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import click
 from clockwork_svc.cli import cluster, dead_letters, schedules, tenants
 from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
-from clockwork_svc.domain.spec import Limits
+from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
@@ -212,12 +211,7 @@ def _target_policy(kw: dict[str, Any], allow_loopback: bool) -> AddressPolicy:
 
 def _is_loopback(listen: str) -> bool:
     host, _ = host_port(listen, "--listen", 7070)
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)
 
 
 @cli.command()

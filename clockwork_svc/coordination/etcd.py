@@ -126,8 +126,6 @@ class EtcdCoordinator:
         self.guard = LeaseGuard(settings.lease_ttl_s, settings.safety_margin_s)
         self._wake = asyncio.Event()
         self._stopping = False
-        self.keepalive_latency_s = 0.0
-        self.last_rebalance_s = 0.0
 
     @property
     def worker_id(self) -> str:
@@ -206,8 +204,7 @@ class EtcdCoordinator:
             except (TimeoutError, aetcd.ClientError, OSError) as exc:
                 self.guard.lost()
                 raise CoordinationError(f"keepalive failed: {exc!r}") from exc
-            self.keepalive_latency_s = self._clock.monotonic() - sent
-            self._on_timing("keepalive", self.keepalive_latency_s)
+            self._on_timing("keepalive", self._clock.monotonic() - sent)
             self.guard.keepalive_acked(float(getattr(reply, "TTL", 0)))
             if not self.guard.valid(self._clock.monotonic()):
                 raise CoordinationError("lease expired")
@@ -237,8 +234,7 @@ class EtcdCoordinator:
             started = self._clock.monotonic()
             changed = await self._rebalance(client, lease)
             if changed:
-                self.last_rebalance_s = self._clock.monotonic() - started
-                self._on_timing("rebalance", self.last_rebalance_s)
+                self._on_timing("rebalance", self._clock.monotonic() - started)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.rebalance_interval_s)
 

@@ -14,7 +14,6 @@ the servicer through a context variable set in the handler's own task.
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 import grpc
 
 from clockwork_svc.domain.spec import TENANT_PATTERN
+from clockwork_svc.domain.tenant import hash_token
 
 TENANT_METADATA = "clockwork-tenant"
 DEFAULT_TENANT = "default"
@@ -39,10 +39,6 @@ class Principal:
 
 
 current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("clockwork_principal")
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class TokenLookup(Protocol):

@@ -29,7 +29,7 @@ from clockwork_svc.errors import (
     Unauthenticated,
 )
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.scheduling import Created, Scheduling
+from clockwork_svc.scheduling import MAX_BATCH, Created, Scheduling
 from clockwork_svc.server import convert
 from clockwork_svc.server.auth import Principal, current_principal
 
@@ -153,8 +153,8 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     async def BatchCreateSchedules(
         self, request: pb.BatchCreateSchedulesRequest, tenant: str
     ) -> pb.BatchCreateSchedulesResponse:
-        if len(request.requests) > 1000:
-            raise InvalidArgument("requests", "at most 1000 per batch")
+        if len(request.requests) > MAX_BATCH:
+            raise InvalidArgument("requests", f"at most {MAX_BATCH} per batch")
         results: list[pb.BatchCreateResult | None] = [None] * len(request.requests)
         valid: list[tuple[int, str, Any]] = []
         for i, entry in enumerate(request.requests):

@@ -51,6 +51,7 @@ class ShardScanner:
         clock: Clock,
         settings: ScanSettings,
         enqueue: Callable[[Firing, ShardScanner], None],
+        on_fenced: Callable[[], None] = lambda: None,
     ) -> None:
         self.shard = shard
         self.epoch = epoch
@@ -59,16 +60,13 @@ class ShardScanner:
         self._clock = clock
         self._settings = settings
         self._enqueue = enqueue
+        self._on_fenced = on_fenced
         self._pending: dict[str, int] = {}  # unfinished firing id -> fire_at
         self._finished: dict[str, int] = {}  # finished, kept until the cursor passes them
         self._position = 0
         self._scanned_to = 0
         self._last_write_m = 0.0
         self._wake = asyncio.Event()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
 
     def offer(self, firing: Firing) -> None:
         """Add a firing known from elsewhere (written by this process); deduplicated."""
@@ -103,6 +101,7 @@ class ShardScanner:
                 await self._idle()
         except Fenced:
             log.warning("shard %d: fenced off by a newer owner (epoch %d)", self.shard, self.epoch)
+            self._on_fenced()
         finally:
             self.active = False
 

@@ -103,7 +103,13 @@ class Worker:
         if shard in self._scanners and self._scanners[shard].active:
             return
         scanner = ShardScanner(
-            shard, epoch, self._store, self._clock, self._settings.scan, self._enqueue
+            shard,
+            epoch,
+            self._store,
+            self._clock,
+            self._settings.scan,
+            self._enqueue,
+            self._metrics.fenced.inc,
         )
         self._scanners[shard] = scanner
         self._scan_tasks[shard] = asyncio.create_task(scanner.run(), name=f"scan-shard-{shard}")
@@ -243,8 +249,7 @@ class Worker:
 
     async def stop(self) -> None:
         """Stop scanning, let in-flight deliveries finish (bounded), release shards."""
-        for shard in list(self._scanners):
-            await self.drop_shard(shard)
+        await self.drop_all_shards()
         for background in (self._fire_task, self._held_task):
             if background is not None:
                 background.cancel()

@@ -51,6 +51,7 @@ class Member:
     worker: Worker
     coordinator: EtcdCoordinator
     task: asyncio.Task[None]
+    metrics: Metrics
 
     async def crash(self) -> None:
         """Vanish without releasing anything (like kill -9): the lease must expire."""
@@ -78,13 +79,14 @@ async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Me
     clock = SystemClock()
     layout = await store.layout()
     holder: dict[str, EtcdCoordinator] = {}
+    metrics = Metrics()
     worker = Worker(
         store,
         NullSink(),
         clock,
         layout,
         WorkerSettings(),
-        Metrics(),
+        metrics,
         may_dispatch=lambda: holder["c"].may_dispatch(),
     )
     worker.start()
@@ -99,7 +101,7 @@ async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Me
     coordinator = EtcdCoordinator(settings, worker, SHARDS, clock)
     holder["c"] = coordinator
     task = asyncio.create_task(coordinator.run(), name=f"coordinator-{name}")
-    return Member(worker, coordinator, task)
+    return Member(worker, coordinator, task, metrics)
 
 
 async def wait_until(predicate: object, timeout_s: float) -> float:
@@ -199,6 +201,7 @@ async def test_stale_owner_drops_a_fenced_shard(cluster_env: tuple[str, str, Sql
         assert await store.acquire_shard(shard, epoch + 1) is not None
         # Noticed at the next cursor write or idle epoch check (every 3 s).
         await wait_until(lambda: a.worker.owned_shards.get(shard) != epoch, 6)
+        assert a.metrics.registry.get_sample_value("clockwork_shard_fenced_total") == 1
         # It gives the key up and takes the shard again under a newer etcd revision.
         await wait_until(lambda: a.worker.owned_shards.get(shard, 0) > epoch + 1, 10)
     finally:
