@@ -89,10 +89,7 @@ def _up(servers: list[Server], timeout: float | None) -> int:
 
 def _down(servers: list[Server], keep_data: bool) -> int:
     for server in reversed(servers):
-        if keep_data:
-            server.stop()
-        else:
-            server.destroy()
+        server.down(keep_data=keep_data)
         logging.info("%s: stopped%s", server.name, " (data kept)" if keep_data else "")
     return 0
 

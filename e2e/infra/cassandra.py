@@ -298,11 +298,7 @@ def attach(state_dir: Path | None = None) -> Running | None:
 
 def stop(state_dir: Path | None = None, *, keep_data: bool = False) -> None:
     """Stop the node; delete its state unless ``keep_data``."""
-    node = Cassandra(state_dir)
-    if keep_data:
-        node.stop()
-    else:
-        node.destroy()
+    Cassandra(state_dir).down(keep_data=keep_data)
 
 
 def status(state_dir: Path | None = None) -> Status:

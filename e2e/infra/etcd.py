@@ -327,11 +327,7 @@ def attach(state_dir: Path | None = None) -> Running | None:
 
 def stop(state_dir: Path | None = None, *, keep_data: bool = False) -> None:
     """Stop the member; delete its state unless ``keep_data``."""
-    member = Etcd(state_dir)
-    if keep_data:
-        member.stop()
-    else:
-        member.destroy()
+    Etcd(state_dir).down(keep_data=keep_data)
 
 
 def status(state_dir: Path | None = None) -> Status:

@@ -458,11 +458,7 @@ def attach(state_dir: Path | None = None) -> Running | None:
 
 def stop(state_dir: Path | None = None, *, keep_data: bool = False) -> None:
     """Stop the broker; delete its state unless ``keep_data``."""
-    broker = Kafka(state_dir)
-    if keep_data:
-        broker.stop()
-    else:
-        broker.destroy()
+    Kafka(state_dir).down(keep_data=keep_data)
 
 
 def status(state_dir: Path | None = None) -> Status:

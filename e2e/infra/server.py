@@ -189,6 +189,13 @@ class Server(abc.ABC):
             self._stop_locked(self.stop_timeout if timeout is None else timeout)
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def down(self, *, keep_data: bool = False) -> None:
+        """Stop the process; delete its state unless ``keep_data``."""
+        if keep_data:
+            self.stop()
+        else:
+            self.destroy()
+
     def status(self, timeout: float = 3.0) -> Status:
         """Whether the server runs and answers its readiness probe."""
         pid = read_pid_file(self.pid_path)

@@ -146,13 +146,6 @@ class Cluster:
 
 
 @pytest.fixture
-async def sink() -> AsyncIterator[RecordingSink]:
-    receiver = await RecordingSink().start()
-    yield receiver
-    await receiver.stop()
-
-
-@pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     c = Cluster(tmp_path, require_server("CLOCKWORK_CASSANDRA"), require_server("CLOCKWORK_ETCD"))
     try:

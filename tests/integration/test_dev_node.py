@@ -48,13 +48,6 @@ def dev_settings(data_dir: Path) -> ProcessSettings:
 
 
 @pytest.fixture
-async def sink() -> AsyncIterator[RecordingSink]:
-    receiver = await RecordingSink().start()
-    yield receiver
-    await receiver.stop()
-
-
-@pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
     async with app.running(dev_settings(tmp_path), api=True, worker=True) as running:
         yield running

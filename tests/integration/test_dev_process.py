@@ -6,20 +6,10 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
 from tests.support.sink import RecordingSink
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[RecordingSink]:
-    receiver = await RecordingSink().start()
-    yield receiver
-    await receiver.stop()
 
 
 async def start_dev(data_dir: Path, port: int, log: Path) -> ClockworkProcess:

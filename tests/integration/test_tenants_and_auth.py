@@ -33,13 +33,6 @@ def now_ms() -> int:
 
 
 @pytest.fixture
-async def sink() -> AsyncIterator[RecordingSink]:
-    receiver = await RecordingSink().start()
-    yield receiver
-    await receiver.stop()
-
-
-@pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
     base = dev_settings(tmp_path)
     settings = dataclasses.replace(
