@@ -149,26 +149,7 @@ async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
 
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     node.sink = sink = RoutingSink(HttpSink(settings.targets), KafkaSink(settings.kafka))
-    if settings.etcd is None:
-        node.worker = Worker(
-            node.store,
-            sink,
-            clock,
-            node.layout,
-            settings.worker,
-            node.metrics,
-            tenants=TenantView(node.store, clock, settings.worker.tenant_cache_s),
-        )
-        node.worker.start()
-        # Without a coordinator this worker owns every shard. Its epoch is its start time,
-        # so a newer worker fences an older one instead of both firing.
-        epoch = clock.now_ms()
-        for shard in range(node.layout.shard_count):
-            node.worker.add_shard(shard, epoch)
-        return
-    from clockwork_svc.coordination.etcd import EtcdCoordinator
-
-    gate = _DispatchGate()
+    gate = _DispatchGate(coordinated=settings.etcd is not None)
     node.worker = Worker(
         node.store,
         sink,
@@ -180,6 +161,15 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
         tenants=TenantView(node.store, clock, settings.worker.tenant_cache_s),
     )
     node.worker.start()
+    if settings.etcd is None:
+        # Without a coordinator this worker owns every shard. Its epoch is its start time,
+        # so a newer worker fences an older one instead of both firing.
+        epoch = clock.now_ms()
+        for shard in range(node.layout.shard_count):
+            node.worker.add_shard(shard, epoch)
+        return
+    from clockwork_svc.coordination.etcd import EtcdCoordinator
+
     metrics = node.metrics
     coordinator = EtcdCoordinator(
         settings.etcd,
@@ -197,12 +187,16 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
 
 
 class _DispatchGate:
-    """Asks the coordinator whether the lease still surely holds."""
+    """Whether the worker may dispatch: always without a coordinator; with one, only
+    while its lease still surely holds (and not before the coordinator exists)."""
 
-    def __init__(self) -> None:
+    def __init__(self, coordinated: bool) -> None:
+        self.coordinated = coordinated
         self.coordinator: EtcdCoordinatorLike | None = None
 
     def __call__(self) -> bool:
+        if not self.coordinated:
+            return True
         return self.coordinator is not None and self.coordinator.may_dispatch()
 
 
