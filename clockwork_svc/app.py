@@ -10,9 +10,10 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from clockwork_svc.abc import Clock, Store, SystemClock
+from clockwork_svc.cluster_load import LoadSource, LocalLoad
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
 from clockwork_svc.delivery.kafka import KafkaSink
@@ -25,6 +26,9 @@ from clockwork_svc.server.grpc_server import RunningServer, start_server
 from clockwork_svc.settings import ProcessSettings
 from clockwork_svc.tenancy import TenantAdmin, TenantView, TokenDirectory
 from clockwork_svc.worker.worker import Worker
+
+if TYPE_CHECKING:
+    from clockwork_svc.coordination.etcd import EtcdLoadReader
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,7 @@ class Node:
     sink: RoutingSink | None = None
     coordinator: EtcdCoordinatorLike | None = None
     coordinator_task: asyncio.Task[None] | None = None
+    load_reader: EtcdLoadReader | None = None
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, settings: ProcessSettings) -> None:
@@ -88,6 +93,8 @@ class Node:
         await asyncio.gather(*self.extra_tasks, return_exceptions=True)
         if self.ops is not None:
             await self.ops.stop()
+        if self.load_reader is not None:
+            await self.load_reader.close()
         await self.store.close()
 
 
@@ -126,6 +133,7 @@ async def start_node(
                 settings.api.listen,
                 settings.api.auth,
                 settings.api.tls,
+                load=_load_source(node, settings),
             )
         node.extra_tasks.append(
             asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")
@@ -136,6 +144,23 @@ async def start_node(
         await node.stop(settings)
         raise
     return node
+
+
+def _load_source(node: Node, settings: ProcessSettings) -> LoadSource | None:
+    """The workers' reports in etcd; else this process's own worker; else none."""
+    if settings.etcd is not None:
+        from clockwork_svc.coordination.etcd import EtcdLoadReader
+
+        node.load_reader = EtcdLoadReader(settings.etcd, node.layout.shard_count)
+        return node.load_reader
+    if node.worker is not None:
+        return LocalLoad(node.worker.load_report, "local", _load_window_s(settings))
+    return None
+
+
+def _load_window_s(settings: ProcessSettings) -> float:
+    """Load reports count the firings prefetched ahead of time: the scan lookahead."""
+    return settings.worker.scan.lookahead_ms / 1000
 
 
 async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
@@ -150,7 +175,7 @@ async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     node.sink = sink = RoutingSink(HttpSink(settings.targets), KafkaSink(settings.kafka))
     gate = _DispatchGate(coordinated=settings.etcd is not None)
-    node.worker = Worker(
+    node.worker = worker = Worker(
         node.store,
         sink,
         clock,
@@ -180,6 +205,7 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
         on_timing=lambda kind, seconds: (
             metrics.keepalive_latency if kind == "keepalive" else metrics.rebalance_duration
         ).observe(seconds),
+        load=lambda worker_id: worker.load_report(worker_id, _load_window_s(settings)),
     )
     gate.coordinator = coordinator
     node.coordinator = coordinator

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 import grpc
 
+from clockwork_svc.api.v1 import cluster_pb2, cluster_pb2_grpc, tenants_pb2, tenants_pb2_grpc
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
-from clockwork_svc.api.v1 import tenants_pb2, tenants_pb2_grpc
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.server import convert
 from clockwork_svc.server.auth import TENANT_METADATA
@@ -72,6 +72,7 @@ class ClockworkClient:
             self._channel = grpc.aio.insecure_channel(settings.server, options)
         self._stub = pb_grpc.SchedulerServiceStub(self._channel)
         self._tenants = tenants_pb2_grpc.TenantServiceStub(self._channel)
+        self._cluster = cluster_pb2_grpc.ClusterServiceStub(self._channel)
         metadata = []
         if settings.tenant:
             metadata.append((TENANT_METADATA, settings.tenant))
@@ -222,6 +223,12 @@ class ClockworkClient:
     ) -> tenants_pb2.Tenant:
         request = tenants_pb2.SetTenantDefaultsRequest(name=name, defaults=defaults)
         return await self._unary(self._tenants.SetTenantDefaults, request)
+
+    # --- cluster introspection (admin credential) --------------------------------------
+
+    async def cluster_load(self) -> cluster_pb2.ClusterLoad:
+        request = cluster_pb2.GetClusterLoadRequest()
+        return await self._unary(self._cluster.GetClusterLoad, request)
 
 
 def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:

@@ -45,5 +45,9 @@ class PermissionDenied(ClockworkError):
     """The credential does not allow the operation."""
 
 
-class StoreUnavailable(ClockworkError):
+class Unavailable(ClockworkError):
+    """A dependency (the store, etcd) cannot be reached; the operation may be retried."""
+
+
+class StoreUnavailable(Unavailable):
     """The store cannot be reached or timed out; the operation may be retried."""

@@ -83,11 +83,19 @@ class EtcdSettings:
     # Upper bound on shards acquired per rebalance round (0: no bound).
     max_acquire_per_round: int = 0
     rebalance_interval_s: float = 2.0
+    # How often a worker publishes its load report (read by GetClusterLoad).
+    load_report_interval_s: float = 5.0
     worker_id: str = field(default_factory=_default_worker_id)
 
     @property
     def prefix(self) -> str:
         return f"/clockwork/{self.cluster}/"
+
+    @property
+    def load_prefix(self) -> str:
+        """Load reports live outside `prefix`: the coordinator watches `prefix`, and a
+        report every few seconds per worker must not wake every worker's rebalancing."""
+        return f"/clockwork-load/{self.cluster}/"
 
 
 @dataclass(frozen=True, slots=True)

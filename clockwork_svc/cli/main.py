@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,18 +253,38 @@ def dev(**kw: Any) -> None:
     _run(settings, api=True, worker=True)
 
 
+def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--cluster-name",
+        envvar="CLOCKWORK_CLUSTER",
+        default="default",
+        show_default=True,
+        help="Workers of one cluster share shards (etcd key prefix).",
+    )(fn)
+    return click.option(
+        "--etcd",
+        envvar="CLOCKWORK_ETCD",
+        default=None,
+        help="etcd HOST:PORT for shard ownership (worker) and the workers' load reports "
+        "(api); without it a worker owns every shard.",
+    )(fn)
+
+
 @cli.command()
 @_cassandra_options
 @_api_options
 @_ops_options
 @_targets_option
+@_etcd_options
 def api(**kw: Any) -> None:
     """Run the stateless gRPC API against Cassandra."""
+    kw.setdefault("lease_ttl", 6)
     settings = ProcessSettings(
         store=StoreSettings(kind="cassandra", cassandra=_cassandra_settings(kw)),
         api=_api_settings(kw, auth_required=not _is_loopback(kw["listen"])),
         ops=_ops_settings(kw),
         targets=_target_policy(kw, allow_loopback=False),
+        etcd=_etcd_settings(kw),
     )
     _run(settings, api=True, worker=False)
 
@@ -279,19 +300,7 @@ def api(**kw: Any) -> None:
     show_default=True,
     envvar="CLOCKWORK_MAX_CONCURRENT_DELIVERIES",
 )
-@click.option(
-    "--etcd",
-    envvar="CLOCKWORK_ETCD",
-    default=None,
-    help="etcd HOST:PORT for shard ownership; without it this worker owns every shard.",
-)
-@click.option(
-    "--cluster-name",
-    envvar="CLOCKWORK_CLUSTER",
-    default="default",
-    show_default=True,
-    help="Workers of one cluster share shards (etcd key prefix).",
-)
+@_etcd_options
 @click.option(
     "--lease-ttl",
     envvar="CLOCKWORK_LEASE_TTL",

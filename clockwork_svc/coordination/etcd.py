@@ -31,7 +31,8 @@ import aetcd
 from clockwork_svc.abc import Clock
 from clockwork_svc.coordination import assignment
 from clockwork_svc.coordination.lease_guard import LeaseGuard
-from clockwork_svc.errors import ClockworkError
+from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.errors import ClockworkError, Unavailable
 from clockwork_svc.settings import EtcdSettings
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,44 @@ async def read_view(client: aetcd.Client, prefix: str) -> ClusterView:
     return ClusterView(revision, workers, owners, shard_count)
 
 
+async def read_load(client: aetcd.Client, load_prefix: str) -> list[WorkerLoad]:
+    """Every live worker's latest load report (unreadable ones are skipped)."""
+    reports = []
+    for kv in await client.get_prefix(load_prefix.encode()):
+        try:
+            reports.append(WorkerLoad.from_json(kv.value))
+        except ValueError:
+            log.warning("ignoring an unreadable load report at %s", kv.key.decode())
+    return reports
+
+
+class EtcdLoadReader:
+    """The API's view of the workers' load reports (GetClusterLoad); connects lazily and
+    reconnects after an error, so an etcd outage fails calls, not the API process."""
+
+    def __init__(self, settings: EtcdSettings, shard_count: int) -> None:
+        self._settings = settings
+        self._shard_count = shard_count
+        self._client: aetcd.Client | None = None
+
+    async def cluster_load(self) -> ClusterLoad:
+        try:
+            if self._client is None:
+                self._client = await connect(self._settings.endpoint)
+            reports = await read_load(self._client, self._settings.load_prefix)
+            view = await read_view(self._client, self._settings.prefix)
+        except (aetcd.ClientError, OSError) as exc:
+            await self.close()
+            raise Unavailable(f"etcd at {self._settings.endpoint}: {exc!r}") from exc
+        return ClusterLoad(tuple(reports), self._shard_count, len(view.owners))
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
 class EtcdCoordinator:
     def __init__(
         self,
@@ -116,8 +155,10 @@ class EtcdCoordinator:
         clock: Clock,
         on_change: Callable[[str, int], None] = lambda kind, shard: None,
         on_timing: Callable[[str, float], None] = lambda kind, seconds: None,
+        load: Callable[[str], WorkerLoad] | None = None,
     ) -> None:
         self._settings = settings
+        self._load = load
         self._host = host
         self._shard_count = shard_count
         self._clock = clock
@@ -179,6 +220,12 @@ class EtcdCoordinator:
                 asyncio.create_task(self._watchdog(), name="etcd-lease-watchdog"),
                 asyncio.create_task(self._watch(client), name="etcd-watch"),
             ]
+            if self._load is not None:
+                tasks.append(
+                    asyncio.create_task(
+                        self._report_load(client, lease, self._load), name="etcd-load-report"
+                    )
+                )
             try:
                 await self._rebalance_loop(client, lease, tasks)
             finally:
@@ -208,6 +255,19 @@ class EtcdCoordinator:
             self.guard.keepalive_acked(float(getattr(reply, "TTL", 0)))
             if not self.guard.valid(self._clock.monotonic()):
                 raise CoordinationError("lease expired")
+
+    async def _report_load(
+        self, client: aetcd.Client, lease: Any, load: Callable[[str], WorkerLoad]
+    ) -> None:
+        """Publish this worker's load under its lease, so it vanishes with the worker."""
+        key = f"{self._settings.load_prefix}{self.worker_id}".encode()
+        while True:
+            await asyncio.sleep(self._settings.load_report_interval_s)
+            try:
+                await client.put(key, load(self.worker_id).to_json(), lease=lease)
+            except (aetcd.ClientError, OSError) as exc:
+                # Not a reason to drop shards: the keepalive loop judges the lease.
+                log.warning("coordination: load report not published: %r", exc)
 
     async def _watchdog(self) -> None:
         while True:

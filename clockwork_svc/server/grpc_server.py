@@ -1,4 +1,5 @@
-"""Builds the grpc.aio server: scheduler service, health, reflection, auth, TLS."""
+"""Builds the grpc.aio server: scheduler, tenant and cluster services, health, reflection,
+auth, TLS."""
 
 from __future__ import annotations
 
@@ -10,19 +11,22 @@ from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from clockwork_svc.api.v1 import cluster_pb2, cluster_pb2_grpc, tenants_pb2, tenants_pb2_grpc
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
-from clockwork_svc.api.v1 import tenants_pb2, tenants_pb2_grpc
+from clockwork_svc.cluster_load import LoadSource, NoLoad
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
+from clockwork_svc.server.cluster_servicer import ClusterServicer
 from clockwork_svc.server.servicer import SchedulerServicer
 from clockwork_svc.server.tenant_servicer import TenantServicer
 from clockwork_svc.tenancy import TenantAdmin
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
 TENANT_SERVICE_NAME = tenants_pb2.DESCRIPTOR.services_by_name["TenantService"].full_name
+CLUSTER_SERVICE_NAME = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
@@ -54,6 +58,7 @@ async def start_server(
     listen: str,
     auth: AuthSettings,
     tls: TlsSettings | None = None,
+    load: LoadSource | None = None,
 ) -> RunningServer:
     server = grpc.aio.server(
         interceptors=[AuthInterceptor(auth, tokens)],
@@ -68,10 +73,20 @@ async def start_server(
     tenants_pb2_grpc.add_TenantServiceServicer_to_server(
         TenantServicer(tenant_admin, metrics), server
     )
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
+        ClusterServicer(load or NoLoad(), metrics), server
+    )
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        [SERVICE_NAME, TENANT_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        [
+            SERVICE_NAME,
+            TENANT_SERVICE_NAME,
+            CLUSTER_SERVICE_NAME,
+            health.SERVICE_NAME,
+            reflection.SERVICE_NAME,
+        ],
+        server,
     )
     if tls is None:
         port = server.add_insecure_port(listen)
@@ -85,6 +100,6 @@ async def start_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    for name in ("", SERVICE_NAME, TENANT_SERVICE_NAME):
+    for name in ("", SERVICE_NAME, TENANT_SERVICE_NAME, CLUSTER_SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, port, health_servicer)

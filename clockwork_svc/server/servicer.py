@@ -25,8 +25,8 @@ from clockwork_svc.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
-    StoreUnavailable,
     Unauthenticated,
+    Unavailable,
 )
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import MAX_BATCH, Created, Scheduling
@@ -46,7 +46,7 @@ _CODES: list[tuple[type[ClockworkError], grpc.StatusCode]] = [
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (Unavailable, grpc.StatusCode.UNAVAILABLE),
 ]
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100

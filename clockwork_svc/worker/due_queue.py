@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -24,6 +24,10 @@ class DueQueue(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._heap)
+
+    def due_times(self) -> Iterator[int]:
+        """Every queued item's due time, in no particular order (for load reports)."""
+        return (entry[0] for entry in self._heap)
 
     def push(self, due_ms: int, item: T) -> None:
         earliest = self._heap[0][0] if self._heap else None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
+from clockwork_svc.domain.load import LoadTracker, WorkerLoad
 from clockwork_svc.domain.model import ClusterLayout, Firing
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
@@ -90,6 +91,7 @@ class Worker:
         self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer, tenants)
         self._fire_task: asyncio.Task[None] | None = None
         self._held_task: asyncio.Task[None] | None = None
+        self._load = LoadTracker(clock.now_ms())
 
     @property
     def owned_shards(self) -> dict[int, int]:
@@ -139,6 +141,17 @@ class Worker:
                 await task
         self._metrics.shards_owned.set(len(self._scanners))
 
+    def load_report(self, worker_id: str, window_s: float) -> WorkerLoad:
+        """This worker's load since the previous report (see domain/load.py)."""
+        return self._load.report(
+            worker_id,
+            self._clock.now_ms(),
+            shards=len(self.owned_shards),
+            due_times_ms=self._queue.due_times(),
+            in_flight=len(self._deliveries),
+            window_s=window_s,
+        )
+
     def offer(self, firing: Firing) -> None:
         """A firing this process just wrote: fire it without waiting for a scan."""
         scanner = self._scanners.get(firing.shard)
@@ -167,6 +180,7 @@ class Worker:
                     continue  # parked until the key's previous delivery resolves
                 if await self._admitted(item):
                     await self._slots.acquire()
+                    self._load.dispatched(self._clock.now_ms() - item.firing.fire_at_ms)
                     task = asyncio.create_task(
                         self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
                     )

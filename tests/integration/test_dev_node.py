@@ -380,3 +380,22 @@ async def test_429_retry_after_is_honoured_over_a_shorter_policy_delay(
     first, second = await sink.wait_for("/429", 2, timeout_s=10)
     assert second.received_ms - first.received_ms >= 950
     assert first.delivery_id == second.delivery_id
+
+
+async def test_cluster_load_reports_the_in_process_worker(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    idle = await client.cluster_load()
+    assert [w.shards for w in idle.workers] == [8]
+    assert (idle.shard_count, idle.shards_owned) == (8, 8)
+    due = now_ms() + 1200
+    for i in range(5):
+        await client.create(f"load-{i}", spec(sink.url + "/load", triggers.OnceTrigger(due)))
+    ahead = await client.cluster_load()  # prefetched: due within the 2 s lookahead
+    assert ahead.due_per_second == pytest.approx(5 / 2.0)
+    assert ahead.workers[0].window_seconds == 2.0
+    await sink.wait_for("/load", 5, timeout_s=10)
+    after = await client.cluster_load()
+    assert after.dispatch_per_second > 0
+    assert after.lag_p99_ms >= 0
+    assert after.due_per_second == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clockwork_svc.abc import SystemClock
-from clockwork_svc.coordination.etcd import EtcdCoordinator, cluster_status
+from clockwork_svc.coordination.etcd import EtcdCoordinator, EtcdLoadReader, cluster_status
 from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
 from clockwork_svc.domain.spec import Target
 from clockwork_svc.observability.metrics import Metrics
@@ -96,9 +96,12 @@ async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Me
         lease_ttl_s=TTL,
         safety_margin_s=0.75,
         rebalance_interval_s=0.5,
+        load_report_interval_s=0.3,
         worker_id=name,
     )
-    coordinator = EtcdCoordinator(settings, worker, SHARDS, clock)
+    coordinator = EtcdCoordinator(
+        settings, worker, SHARDS, clock, load=lambda wid: worker.load_report(wid, 2.0)
+    )
     holder["c"] = coordinator
     task = asyncio.create_task(coordinator.run(), name=f"coordinator-{name}")
     return Member(worker, coordinator, task, metrics)
@@ -231,3 +234,37 @@ async def test_etcd_outage_stops_dispatch_and_recovers(
         )
     finally:
         await a.stop()
+
+
+async def test_load_reports_follow_the_live_workers(
+    cluster_env: tuple[str, str, SqliteStore],
+) -> None:
+    endpoint, cluster, store = cluster_env
+    reader = EtcdLoadReader(EtcdSettings(endpoint=endpoint, cluster=cluster), SHARDS)
+    a = await join(endpoint, cluster, store, "a")
+    b = await join(endpoint, cluster, store, "b")
+    try:
+        reports: dict[str, int] = {}
+
+        async def both_reported() -> bool:
+            load = await reader.cluster_load()
+            reports.clear()
+            reports.update({w.worker_id: w.shards for w in load.workers})
+            return sum(reports.values()) == SHARDS and load.shards_owned == SHARDS
+
+        deadline = time.monotonic() + 15
+        while not await both_reported():
+            assert time.monotonic() < deadline, f"reports never covered all shards: {reports}"
+            await asyncio.sleep(0.2)
+        assert set(reports) == {"a", "b"}
+        await a.crash()  # its report is on its lease: gone with it
+        deadline = time.monotonic() + TTL + 10
+        while True:
+            load = await reader.cluster_load()
+            if [w.worker_id for w in load.workers] == ["b"] and load.workers[0].shards == SHARDS:
+                break
+            assert time.monotonic() < deadline, f"stale reports: {load.workers}"
+            await asyncio.sleep(0.2)
+    finally:
+        await b.stop()
+        await reader.close()

@@ -1,0 +1,39 @@
+"""Where the API reads the cluster's load from (for GetClusterLoad, and so for the
+operator's autoscaling): the workers' reports in etcd, or the in-process worker of a
+process without etcd (`clockwork dev`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.errors import FailedPrecondition
+
+
+class LoadSource(Protocol):
+    async def cluster_load(self) -> ClusterLoad: ...
+
+
+class LocalLoad:
+    """One worker in this process owning every shard."""
+
+    def __init__(
+        self, report: Callable[[str, float], WorkerLoad], worker_id: str, window_s: float
+    ) -> None:
+        self._report = report
+        self._worker_id = worker_id
+        self._window_s = window_s
+
+    async def cluster_load(self) -> ClusterLoad:
+        load = self._report(self._worker_id, self._window_s)
+        return ClusterLoad((load,), shard_count=load.shards, shards_owned=load.shards)
+
+
+class NoLoad:
+    """An API process that neither runs a worker nor knows the workers' etcd."""
+
+    async def cluster_load(self) -> ClusterLoad:
+        raise FailedPrecondition(
+            "this API server cannot see the workers: start it with --etcd (the workers' etcd)"
+        )

@@ -1,0 +1,133 @@
+"""Worker load: what each worker reports about its recent and upcoming work, and the
+cluster-wide sum the operator sizes the worker Deployment by. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    worker_id: str
+    shards: int
+    # Prefetched firings due within `window_s` from now (overdue ones included) / window.
+    due_per_s: float
+    # Due more than a second ago and not yet handed to a delivery.
+    overdue: int
+    # Deliveries started per second over the last report interval.
+    dispatch_per_s: float
+    lag_p50_ms: float
+    lag_p99_ms: float
+    in_flight: int
+    window_s: float
+    report_ms: int
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> WorkerLoad:
+        """Raises ValueError on anything that is not a report this version wrote."""
+        try:
+            data = json.loads(raw)
+            return cls(
+                worker_id=str(data["worker_id"]),
+                shards=int(data["shards"]),
+                due_per_s=float(data["due_per_s"]),
+                overdue=int(data["overdue"]),
+                dispatch_per_s=float(data["dispatch_per_s"]),
+                lag_p50_ms=float(data["lag_p50_ms"]),
+                lag_p99_ms=float(data["lag_p99_ms"]),
+                in_flight=int(data["in_flight"]),
+                window_s=float(data["window_s"]),
+                report_ms=int(data["report_ms"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a worker load report: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLoad:
+    workers: tuple[WorkerLoad, ...]
+    shard_count: int
+    shards_owned: int
+
+    @property
+    def due_per_s(self) -> float:
+        return sum(w.due_per_s for w in self.workers)
+
+    @property
+    def dispatch_per_s(self) -> float:
+        return sum(w.dispatch_per_s for w in self.workers)
+
+    @property
+    def overdue(self) -> int:
+        return sum(w.overdue for w in self.workers)
+
+    @property
+    def lag_p99_ms(self) -> float:
+        """The worst worker's: one slow worker is a lagging cluster for its shards."""
+        return max((w.lag_p99_ms for w in self.workers), default=0.0)
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values (0 for none)."""
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
+
+
+class LoadTracker:
+    """Collects dispatches and their lag between two reports. Bounded: it keeps the
+    latest `max_samples` lag values of the interval (all of them at moderate rates)."""
+
+    def __init__(self, started_ms: int, max_samples: int = 4096) -> None:
+        self._since_ms = started_ms
+        self._count = 0
+        self._lags: deque[float] = deque(maxlen=max_samples)
+
+    def dispatched(self, lag_ms: float) -> None:
+        self._count += 1
+        self._lags.append(lag_ms)
+
+    def report(
+        self,
+        worker_id: str,
+        now_ms: int,
+        *,
+        shards: int,
+        due_times_ms: Iterable[int],
+        in_flight: int,
+        window_s: float,
+    ) -> WorkerLoad:
+        """The report for the interval since the previous one; starts a new interval."""
+        horizon = now_ms + int(window_s * 1000)
+        overdue_before = now_ms - 1000
+        due = overdue = 0
+        for due_ms in due_times_ms:
+            if due_ms <= horizon:
+                due += 1
+                if due_ms < overdue_before:
+                    overdue += 1
+        elapsed_s = max(0.001, (now_ms - self._since_ms) / 1000)
+        lags = sorted(self._lags)
+        load = WorkerLoad(
+            worker_id=worker_id,
+            shards=shards,
+            due_per_s=due / window_s if window_s > 0 else 0.0,
+            overdue=overdue,
+            dispatch_per_s=self._count / elapsed_s,
+            lag_p50_ms=percentile(lags, 0.5),
+            lag_p99_ms=percentile(lags, 0.99),
+            in_flight=in_flight,
+            window_s=window_s,
+            report_ms=now_ms,
+        )
+        self._since_ms = now_ms
+        self._count = 0
+        self._lags.clear()
+        return load

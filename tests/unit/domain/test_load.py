@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from clockwork_svc.domain.load import ClusterLoad, LoadTracker, WorkerLoad, percentile
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == 50
+    assert percentile(values, 0.99) == 99
+    assert percentile(values, 1.0) == 100
+    assert percentile([], 0.99) == 0
+    assert percentile([7.0], 0.01) == 7
+
+
+def test_report_counts_due_within_window_and_overdue() -> None:
+    tracker = LoadTracker(started_ms=0)
+    now = 10_000
+    due = [now - 5_000, now - 500, now, now + 1_000, now + 2_000, now + 2_001, now + 60_000]
+    load = tracker.report("w1", now, shards=4, due_times_ms=due, in_flight=3, window_s=2.0)
+    # within now+2s: the overdue one, the slightly late one, and three ahead
+    assert load.due_per_s == pytest.approx(5 / 2.0)
+    assert load.overdue == 1  # only the one due more than a second ago
+    assert (load.shards, load.in_flight, load.window_s, load.report_ms) == (4, 3, 2.0, now)
+
+
+def test_report_rates_and_lag_then_resets() -> None:
+    tracker = LoadTracker(started_ms=0)
+    for lag in range(100):
+        tracker.dispatched(float(lag))
+    load = tracker.report("w1", 4_000, shards=1, due_times_ms=[], in_flight=0, window_s=2.0)
+    assert load.dispatch_per_s == pytest.approx(25.0)
+    assert load.lag_p50_ms == 49
+    assert load.lag_p99_ms == 98
+    again = tracker.report("w1", 5_000, shards=1, due_times_ms=[], in_flight=0, window_s=2.0)
+    assert again.dispatch_per_s == 0
+    assert again.lag_p99_ms == 0
+
+
+def test_tracker_memory_is_bounded() -> None:
+    tracker = LoadTracker(started_ms=0, max_samples=10)
+    for lag in range(1000):
+        tracker.dispatched(float(lag))
+    load = tracker.report("w", 1_000, shards=0, due_times_ms=[], in_flight=0, window_s=1.0)
+    assert load.dispatch_per_s == pytest.approx(1000.0)  # every dispatch is counted
+    assert load.lag_p50_ms >= 990  # the latest samples are kept
+
+
+def test_json_round_trip_and_rejects_garbage() -> None:
+    load = WorkerLoad("w-1", 3, 12.5, 2, 10.0, 4.0, 9.5, 7, 2.0, 123)
+    assert WorkerLoad.from_json(load.to_json()) == load
+    for raw in (b"", b"{}", b"[1]", b'{"worker_id": "x"}', b"\xff"):
+        with pytest.raises(ValueError, match="not a worker load report"):
+            WorkerLoad.from_json(raw)
+
+
+def test_cluster_sums_rates_and_takes_the_worst_lag() -> None:
+    a = WorkerLoad("a", 2, 10.0, 1, 8.0, 3.0, 20.0, 1, 2.0, 0)
+    b = WorkerLoad("b", 2, 5.0, 2, 4.0, 2.0, 90.0, 0, 2.0, 0)
+    cluster = ClusterLoad((a, b), shard_count=4, shards_owned=4)
+    assert (cluster.due_per_s, cluster.dispatch_per_s, cluster.overdue) == (15.0, 12.0, 3)
+    assert cluster.lag_p99_ms == 90.0
+    assert ClusterLoad((), 4, 0).lag_p99_ms == 0.0
