@@ -27,7 +27,7 @@ proto: $(PY)
 
 lint: $(PY)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check clockwork_svc tests e2e bench scripts
+	$(VENV)/bin/ruff format --check clockwork_svc operator tests e2e bench scripts
 
 typecheck: $(PY)
 	$(VENV)/bin/mypy

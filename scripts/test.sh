@@ -19,7 +19,7 @@ log "python environment"
 
 log "ruff"
 .venv/bin/ruff check .
-.venv/bin/ruff format --check clockwork_svc tests e2e bench scripts
+.venv/bin/ruff format --check clockwork_svc operator tests e2e bench scripts
 
 log "mypy --strict"
 .venv/bin/mypy

@@ -2,40 +2,25 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
-
 import click
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+from clockwork_svc.domain.durations import parse_duration_ms, parse_time_ms
 
 
 def duration_ms(text: str, name: str) -> int:
     """'250ms', '10s', '1h30m', '2d' -> milliseconds."""
-    pos, total = 0, 0.0
-    text = text.strip()
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_MS[match.group(2)]
-        pos = match.end()
-    if not text or pos != len(text):
-        raise click.BadParameter(
-            f"{text!r} is not a duration like 500ms, 10s, 5m, 1h30m, 2d", param_hint=name
-        )
-    return int(total)
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from exc
 
 
 def time_ms(text: str, name: str) -> int:
     """ISO 8601 -> epoch milliseconds; a time without an offset is taken as UTC."""
     try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_time_ms(text)
     except ValueError as exc:
-        raise click.BadParameter(f"{text!r} is not an ISO 8601 time", param_hint=name) from exc
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
+        raise click.BadParameter(str(exc), param_hint=name) from exc
 
 
 def host_port(text: str, name: str, default_port: int) -> tuple[str, int]:

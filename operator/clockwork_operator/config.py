@@ -1,0 +1,44 @@
+"""The operator's settings (from its command line / environment, see __main__.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clockwork_operator.autoscale import ScalePolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConnection:
+    server: str = "127.0.0.1:7070"
+    # The admin token: GetClusterLoad, and acting for a tenant that has no Secret.
+    admin_token: str = ""
+    ca_file: Path | None = None
+    timeout_s: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleSettings:
+    """Sizes the worker Deployment `namespace/deployment`; off without a deployment."""
+
+    namespace: str = ""
+    deployment: str = ""
+    policy: ScalePolicy = field(default_factory=ScalePolicy)
+    interval_s: float = 15.0
+    lease_name: str = "clockwork-autoscaler"
+    lease_duration_s: int = 15
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.namespace and self.deployment)
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    api: ApiConnection = field(default_factory=ApiConnection)
+    autoscale: AutoscaleSettings = field(default_factory=AutoscaleSettings)
+    # A resource without spec.tenantSecretRef acts for this tenant with the admin
+    # token; empty: for the tenant named like the resource's namespace.
+    default_tenant: str = ""
+    status_interval_s: float = 30.0
+    identity: str = "clockwork-operator"
