@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -287,7 +287,7 @@ def ready_condition(ready: bool, reason: str, message: str, now_ms: int) -> dict
 
 
 def merge_conditions(
-    current: list[Mapping[str, Any]] | None, new: Mapping[str, Any]
+    current: Sequence[Mapping[str, Any]] | None, new: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """Replace the condition of the same type; keep its transition time if the status
     did not change (Kubernetes convention)."""
