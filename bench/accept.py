@@ -1,0 +1,188 @@
+"""Accept benchmark: creating schedules through the gRPC API into real Cassandra,
+against the raw limit of the same writes made straight with the driver.
+
+Usage: python -m bench.accept [--n 200000] [--concurrency 16,64,256] [--batch 500]
+
+Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Starts
+one `clockwork api` on a fresh keyspace and creates N one-shot schedules (due in a
+day, so nothing fires) per mode: unary calls at each concurrency, and batches
+(BatchCreateSchedules, 4 in flight). Then the raw limit: the same rows (index entry,
+conditional schedule insert, first firing) written with the driver's execute_async at
+several concurrencies, no API in between. Reports schedules/s, latency p50/p99/p99.9
+and the ratio API / raw (best of each). A table on stdout, JSON in bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from bench import raw_cassandra
+from bench.cluster import TENANT, BenchCluster
+from bench.common import latency_summary, machine, now_ms, print_table, ratio, write_json
+from bench.resources import ResourceMonitor
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.client import ClockworkClient
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.server import convert
+
+PAYLOAD = b'{"bench":"accept","note":"a small json payload like a webhook event"}'
+BATCH_IN_FLIGHT = 4
+
+
+def far_spec() -> ScheduleSpec:
+    return ScheduleSpec(
+        triggers.OnceTrigger(now_ms() + 86_400_000),
+        HttpTarget("http://127.0.0.1:9/never"),
+        payload=PAYLOAD,
+    )
+
+
+async def unary(
+    client: ClockworkClient, spec: pb.ScheduleSpec, prefix: str, n: int, concurrency: int
+) -> dict[str, Any]:
+    keys = iter(range(n))
+    latencies: list[float] = []
+
+    async def one_caller() -> None:
+        for i in keys:
+            started = time.perf_counter()
+            await client.create(f"{prefix}-{i}", spec)
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_caller() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    return {
+        "mode": f"unary c={concurrency}",
+        "n": n,
+        "per_s": n / elapsed,
+        **latency_summary(latencies),
+    }
+
+
+async def batched(
+    client: ClockworkClient, spec: pb.ScheduleSpec, prefix: str, n: int, size: int
+) -> dict[str, Any]:
+    starts = iter(range(0, n, size))
+    latencies: list[float] = []
+
+    async def one_caller() -> None:
+        for b in starts:
+            entries = [(f"{prefix}-{i}", spec) for i in range(b, min(n, b + size))]
+            started = time.perf_counter()
+            reply = await client.create_many(entries)
+            latencies.append((time.perf_counter() - started) * 1000)
+            failed = [r.message for r in reply.results if r.code != 0]
+            if failed:
+                raise RuntimeError(f"batch create failed: {failed[:3]}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_caller() for _ in range(BATCH_IN_FLIGHT)))
+    elapsed = time.perf_counter() - started
+    return {
+        "mode": f"batch {size} x{BATCH_IN_FLIGHT}",
+        "n": n,
+        "per_s": n / elapsed,
+        **latency_summary(latencies),
+    }
+
+
+async def raw_limit(
+    cluster: BenchCluster, n: int, concurrencies: list[int]
+) -> list[dict[str, Any]]:
+    c, session, layout = await raw_cassandra.connect(
+        cluster.env["CLOCKWORK_CASSANDRA"], cluster.keyspace
+    )
+    try:
+        inserter = await asyncio.to_thread(raw_cassandra.RawInserter, session, cluster.keyspace)
+        out = []
+        for k in concurrencies:
+            params = raw_cassandra.create_params(
+                TENANT, [f"raw{k}-{i}" for i in range(n)], far_spec(), layout
+            )
+            result = await asyncio.to_thread(inserter.run, params, k)
+            out.append(
+                {
+                    "mode": f"raw driver c={k}",
+                    "n": n,
+                    "per_s": result.per_s,
+                    "errors": result.errors,
+                }
+            )
+        return out
+    finally:
+        await raw_cassandra.shutdown(c)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-accept-"))
+    cluster = BenchCluster(run_dir, shards=args.shards)
+    report: dict[str, Any] = {
+        "benchmark": "accept",
+        "machine": machine(),
+        "n": args.n,
+        "shards": args.shards,
+        "logs": str(run_dir),
+    }
+    await cluster.migrate()
+    await cluster.start_api()
+    try:
+        spec = far_spec()
+        pb_spec = convert.spec_to_pb(spec)
+        modes: list[dict[str, Any]] = []
+        async with cluster.client() as client:
+            await unary(client, pb_spec, "warm", min(args.n, 500), 16)
+            for k in args.concurrency:
+                monitor = ResourceMonitor({"api": cluster.pids()["api"]}).start()
+                row = await unary(client, pb_spec, f"u{k}", args.n, k)
+                row["api_cpu_s"] = (await monitor.stop())["api"].cpu_s
+                modes.append(row)
+                print_table("accept", [row])
+            monitor = ResourceMonitor({"api": cluster.pids()["api"]}).start()
+            row = await batched(client, pb_spec, "b", args.n, args.batch)
+            row["api_cpu_s"] = (await monitor.stop())["api"].cpu_s
+            modes.append(row)
+        raw = await raw_limit(cluster, args.n, args.raw_concurrency)
+    finally:
+        await cluster.stop()
+    best_api = max(m["per_s"] for m in modes)
+    best_raw = max(r["per_s"] for r in raw)
+    report["modes"] = modes
+    report["raw"] = raw
+    report["best_api_per_s"] = best_api
+    report["best_raw_per_s"] = best_raw
+    report["ratio_api_to_raw"] = ratio(best_api, best_raw)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200_000, help="schedules per mode")
+    parser.add_argument(
+        "--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64, 256]
+    )
+    parser.add_argument(
+        "--raw-concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[64, 256, 1024]
+    )
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--shards", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None, help="results directory")
+    args = parser.parse_args()
+    report = uvloop.run(run(args))
+    print_table("accept: API vs raw driver", [*report["modes"], *report["raw"]])
+    print(f"\nratio best API / best raw = {report['ratio_api_to_raw']}")
+    print(f"json: {write_json('accept', report, args.out)}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("CLOCKWORK_LOG_LEVEL", "WARNING")
+    main()

@@ -1,0 +1,238 @@
+"""Fire benchmark: preloaded one-shot schedules delivered to a fast HTTP sink, against
+the raw HTTP limit of the same sink driven by a plain aiohttp load generator.
+
+Usage: python -m bench.fire [--m 200000] [--workers 1,2,3] [--window-s 10] [--burst]
+
+Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Starts
+`clockwork api`, N `clockwork worker` processes (etcd shares the shards) and the sink
+(bench/sink.py, its own process). For each worker count: M one-shots are created
+through the API, due over a short window starting after the preload ends (saturating:
+the offered rate is well above what a worker delivers), and the run reports
+deliveries/s, firing lag p50/p99/max (sink receive time minus due time), lost and
+duplicated (the project's checker), and the api and worker CPU seconds and peak RSS
+per 100k firings. Then, with the most workers: a steady run at half the measured rate
+(the lag figure that matters), optionally the burst (--burst: 100k due in one
+second), and the raw limit. A table on stdout; JSON and a PNG in bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from bench import analysis, loadgen, plot
+from bench.cluster import BenchCluster
+from bench.common import RESULTS_DIR, machine, now_ms, print_table, ratio, write_json
+from bench.resources import ResourceMonitor
+from bench.sink import SinkProcess
+from clockwork_svc.client import ClockworkClient
+from clockwork_svc.domain import identity, triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+
+PAYLOAD = b'{"bench":"fire","event":"reminder","note":"a small json payload"}'
+BATCH = 500
+BATCH_IN_FLIGHT = 4
+# The fastest preload seen so far; the first due time is set from it (with margin).
+_MIN_LEAD_S = 8.0
+
+
+@dataclass
+class Workload:
+    """One-shots to deliver: delivery id -> due time, and how the due times are laid."""
+
+    n: int
+    window_ms: int
+    expected: dict[str, int]
+
+
+async def _create(
+    client: ClockworkClient, prefix: str, dues: list[int], url: str, expected: dict[str, int]
+) -> None:
+    starts = iter(range(0, len(dues), BATCH))
+
+    async def caller() -> None:
+        for b in starts:
+            part = range(b, min(len(dues), b + BATCH))
+            entries = [
+                (
+                    f"{prefix}-{i}",
+                    ScheduleSpec(triggers.OnceTrigger(dues[i]), HttpTarget(url), payload=PAYLOAD),
+                )
+                for i in part
+            ]
+            reply = await client.create_many(entries)
+            for i, result in zip(part, reply.results, strict=True):
+                if result.code != 0:
+                    raise RuntimeError(f"create failed: {result.message}")
+                expected[identity.delivery_id(result.response.schedule.id, dues[i])] = dues[i]
+
+    await asyncio.gather(*(caller() for _ in range(BATCH_IN_FLIGHT)))
+
+
+async def preload(
+    client: ClockworkClient, prefix: str, n: int, window_ms: int, url: str
+) -> Workload:
+    """Create n one-shots due evenly over `window_ms`, starting just after the preload
+    can finish (its rate measured on a first slice of far-future schedules)."""
+    calibration = max(50, min(2000, n // 10))
+    started = time.perf_counter()
+    far = now_ms() + 86_400_000
+    await _create(client, f"{prefix}-cal", [far] * calibration, url, {})
+    rate = calibration / (time.perf_counter() - started)
+    lead_ms = int(max(_MIN_LEAD_S, 1.3 * n / rate + 3) * 1000)
+    first_due = now_ms() + lead_ms
+    dues = [first_due + (i * window_ms) // n for i in range(n)]
+    expected: dict[str, int] = {}
+    await _create(client, prefix, dues, url, expected)
+    late = now_ms() - first_due
+    if late > 0:
+        print(f"warning: preload ended {late} ms after the first due time (lag includes it)")
+    return Workload(n, window_ms, expected)
+
+
+async def deliver_phase(
+    cluster: BenchCluster, run_dir: Path, label: str, n: int, window_ms: int, timeout_s: float
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Preload n one-shots due over window_ms, wait for them, judge the deliveries."""
+    sink = await SinkProcess(run_dir / f"{label}.arrivals").start()
+    try:
+        async with cluster.client() as client:
+            work = await preload(client, label, n, window_ms, f"{sink.url}/fire")
+        first_due = min(work.expected.values())
+        await asyncio.sleep(max(0.0, (first_due - now_ms()) / 1000))
+        monitor = ResourceMonitor(cluster.pids()).start()
+        await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=15.0)
+        await asyncio.sleep(1.0)  # stragglers (duplicates) before judging
+        usage = await monitor.stop()
+        arrivals = await sink.arrivals()
+    finally:
+        await sink.stop()
+    row: dict[str, Any] = {
+        "run": label,
+        "workers": len(cluster.workers),
+        "n": n,
+        "window_s": window_ms / 1000,
+    }
+    row |= analysis.judge(work.expected, arrivals)
+    per_100k = 100_000 / max(1, row["received"])
+    worker_cpu = sum(u.cpu_s for name, u in usage.items() if name.startswith("worker"))
+    row["worker_cpu_s_per_100k"] = round(worker_cpu * per_100k, 1)
+    row["api_cpu_s"] = usage["api"].cpu_s if "api" in usage else None
+    row["worker_peak_rss_mb"] = max(
+        (u.peak_rss_mb for name, u in usage.items() if name.startswith("worker")), default=0.0
+    )
+    return row, analysis.series(work.expected, arrivals)
+
+
+async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, Any]:
+    sink = await SinkProcess(run_dir / "raw.arrivals").start()
+    try:
+        ids = [f"msg_raw{i:012x}" for i in range(n)]
+        per_s = await loadgen.blast(f"{sink.url}/fire", PAYLOAD, ids, concurrency)
+        arrivals = await sink.arrivals()
+    finally:
+        await sink.stop()
+    return {
+        "run": f"raw aiohttp c={concurrency}",
+        "n": n,
+        "deliveries_per_s": round(per_s, 1),
+        "received": len(arrivals),
+    }
+
+
+async def with_cluster(
+    shards: int, max_concurrent: int, body: Callable[[BenchCluster, Path], Awaitable[None]]
+) -> Path:
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-fire-"))
+    cluster = BenchCluster(run_dir, shards=shards, max_concurrent_deliveries=max_concurrent)
+    await cluster.migrate()
+    await cluster.start_api()
+    try:
+        await body(cluster, run_dir)
+    finally:
+        await cluster.stop()
+    return run_dir
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "benchmark": "fire",
+        "machine": machine(),
+        "m": args.m,
+        "shards": args.shards,
+        "runs": [],
+    }
+    plots: dict[str, dict[str, list[float]]] = {}
+    timeout_s = args.timeout_s
+
+    async def body(cluster: BenchCluster, run_dir: Path) -> None:
+        report["logs"] = str(run_dir)
+        for count in args.workers:
+            await cluster.stop_workers()
+            await cluster.start_workers(count)
+            row, s = await deliver_phase(
+                cluster, run_dir, f"saturate-w{count}", args.m, args.window_s * 1000, timeout_s
+            )
+            report["runs"].append(row)
+            plots[f"{count} worker(s), saturating"] = s
+            print_table("fire", [row])
+        best = max(r["deliveries_per_s"] for r in report["runs"])
+        half = max(1.0, best / 2)
+        steady_n = max(100, int(half * args.steady_s))
+        row, s = await deliver_phase(
+            cluster, run_dir, "half-rate", steady_n, int(steady_n / half * 1000), timeout_s
+        )
+        report["runs"].append(row)
+        plots[f"{len(cluster.workers)} worker(s), half rate"] = s
+        print_table("fire", [row])
+        if args.burst:
+            row, s = await deliver_phase(cluster, run_dir, "burst", args.burst_n, 1000, timeout_s)
+            report["runs"].append(row)
+            plots["burst"] = s
+            print_table("fire", [row])
+        report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
+
+    await with_cluster(args.shards, args.max_concurrent, body)
+    best = max(r["deliveries_per_s"] for r in report["runs"] if r["run"].startswith("saturate"))
+    report["best_clockwork_per_s"] = best
+    report["raw_http_per_s"] = report["raw"]["deliveries_per_s"]
+    report["ratio_clockwork_to_raw"] = ratio(best, report["raw"]["deliveries_per_s"])
+    out = args.out or RESULTS_DIR
+    report["plot"] = str(plot.lag_and_throughput(plots, out / "fire.png"))
+    report["series"] = plots
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    parser.add_argument("--m", type=int, default=200_000, help="one-shots per saturating run")
+    parser.add_argument("--workers", type=ints, default=[1, 2, 3])
+    parser.add_argument("--window-s", type=int, default=10, help="due window of a saturating run")
+    parser.add_argument("--steady-s", type=float, default=30, help="length of the half-rate run")
+    parser.add_argument("--burst", action="store_true", help="also 100k due in one second")
+    parser.add_argument("--burst-n", type=int, default=100_000)
+    parser.add_argument("--shards", type=int, default=64)
+    parser.add_argument("--max-concurrent", type=int, default=512, help="per worker")
+    parser.add_argument("--raw-concurrency", type=int, default=512)
+    parser.add_argument("--timeout-s", type=float, default=900)
+    parser.add_argument("--out", type=Path, default=None, help="results directory")
+    args = parser.parse_args()
+    report = uvloop.run(run(args))
+    print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
+    print(f"\nratio best Clockwork / raw HTTP = {report['ratio_clockwork_to_raw']}")
+    print(f"json: {write_json('fire', report, args.out)}  plot: {report['plot']}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("CLOCKWORK_LOG_LEVEL", "WARNING")
+    main()

@@ -1,0 +1,147 @@
+"""The raw insert limit: the rows a create writes (index entry, conditional schedule
+insert, first firing), written straight with the driver's `execute_async`, K creates
+in flight, no API, no asyncio: each create's three writes chained in driver callbacks,
+in the order the store writes them. The statements are the store's own CQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clockwork_svc.domain import planning
+from clockwork_svc.domain.codec import spec_to_json
+from clockwork_svc.domain.identity import bucket_of
+from clockwork_svc.domain.model import ClusterLayout
+from clockwork_svc.domain.spec import ScheduleSpec
+from clockwork_svc.storage.cassandra import connecting, rows, schema
+from clockwork_svc.storage.cassandra import store as cassandra_store
+
+_STATEMENTS = ("upsert_index", "insert_schedule", "put_firing")
+
+
+@dataclass(frozen=True, slots=True)
+class RawResult:
+    concurrency: int
+    n: int
+    seconds: float
+    errors: int
+
+    @property
+    def per_s(self) -> float:
+        return self.n / self.seconds
+
+
+def create_params(
+    tenant: str, keys: Sequence[str], spec: ScheduleSpec, layout: ClusterLayout
+) -> list[tuple[tuple[Any, ...], ...]]:
+    """Per key, the parameters of the three writes, exactly as the store binds them."""
+    now = int(time.time() * 1000)
+    out: list[tuple[tuple[Any, ...], ...]] = []
+    for key in keys:
+        s, f = planning.new_schedule(tenant, key, spec, uuid.uuid4().hex, now, layout)
+        assert f is not None
+        index = (s.tenant, rows.index_part(s.key), s.key)
+        schedule = (
+            s.id,
+            spec_to_json(s.spec),
+            s.spec.payload,
+            s.state.value,
+            s.version,
+            s.created_ms,
+            s.updated_ms,
+            s.shard,
+            s.next_fire_ms,
+            s.last_fire_ms,
+            None,
+            s.fired_count,
+            s.tenant,
+            s.key,
+        )
+        ttl = cassandra_store.firing_ttl_s(f.fire_at_ms, 7 * 86_400, now / 1000)
+        firing = (
+            f.shard,
+            bucket_of(f.fire_at_ms, layout.bucket_ms),
+            f.fire_at_ms,
+            f.firing_id,
+            f.tenant,
+            f.schedule_key,
+            f.schedule_id,
+            f.version,
+            f.seq,
+            f.occurrence_ms,
+            f.attempt,
+            f.delivery_id,
+            f.redrive,
+            f.ordering_key,
+            ttl,
+        )
+        out.append((index, schedule, firing))
+    return out
+
+
+class RawInserter:
+    def __init__(self, session: Any, keyspace: str) -> None:
+        self._session = session
+        cql = cassandra_store._cql(keyspace)
+        self._statements = []
+        for name in _STATEMENTS:
+            text, idempotent = cql[name]
+            prepared = session.prepare(text)
+            prepared.is_idempotent = idempotent
+            self._statements.append(prepared)
+        self._profiles = [
+            connecting.PROFILE_DEFAULT,
+            connecting.PROFILE_LWT,
+            connecting.PROFILE_DEFAULT,
+        ]
+
+    def run(self, params: list[tuple[tuple[Any, ...], ...]], concurrency: int) -> RawResult:
+        """Blocking: write every create, `concurrency` creates in flight."""
+        lock = threading.Lock()
+        done = threading.Event()
+        next_index = iter(range(len(params)))
+        state = {"left": len(params), "errors": 0}
+
+        def start_next() -> None:
+            with lock:
+                i = next(next_index, None)
+            if i is not None:
+                step(i, 0)
+
+        def finish_one(ok: bool) -> None:
+            with lock:
+                state["left"] -= 1
+                state["errors"] += 0 if ok else 1
+                if state["left"] == 0:
+                    done.set()
+            start_next()
+
+        def step(i: int, stage: int) -> None:
+            future = self._session.execute_async(
+                self._statements[stage], params[i][stage], execution_profile=self._profiles[stage]
+            )
+            if stage == len(_STATEMENTS) - 1:
+                future.add_callbacks(lambda _: finish_one(True), lambda _: finish_one(False))
+            else:
+                future.add_callbacks(lambda _: step(i, stage + 1), lambda _: finish_one(False))
+
+        started = time.perf_counter()
+        for _ in range(min(concurrency, len(params))):
+            start_next()
+        done.wait()
+        return RawResult(concurrency, len(params), time.perf_counter() - started, state["errors"])
+
+
+async def connect(contact_points: str, keyspace: str) -> tuple[Any, Any, ClusterLayout]:
+    cluster, session = await connecting.connect(contact_points.split(","), timeout_s=60)
+    layout = await schema.load_layout(session, keyspace)
+    assert layout is not None, f"keyspace {keyspace} has no layout"
+    return cluster, session, layout
+
+
+async def shutdown(cluster: Any) -> None:
+    await connecting.shutdown(cluster)

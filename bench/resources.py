@@ -1,0 +1,60 @@
+"""CPU seconds and peak RSS of benchmark processes over a phase (psutil)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    cpu_s: float
+    peak_rss_mb: float
+
+
+class ResourceMonitor:
+    """Samples the RSS of some processes every `interval_s`; CPU from their counters."""
+
+    def __init__(self, pids: dict[str, int], interval_s: float = 0.25) -> None:
+        self._procs = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self._interval_s = interval_s
+        self._cpu0 = {name: self._cpu(p) for name, p in self._procs.items()}
+        self._peak = {name: 0 for name in self._procs}
+        self._task: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def _cpu(proc: psutil.Process) -> float:
+        times = proc.cpu_times()
+        return float(times.user + times.system)
+
+    def _sample(self) -> None:
+        for name, proc in self._procs.items():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self._peak[name] = max(self._peak[name], proc.memory_info().rss)
+
+    async def _run(self) -> None:
+        while True:
+            self._sample()
+            await asyncio.sleep(self._interval_s)
+
+    def start(self) -> ResourceMonitor:
+        self._task = asyncio.create_task(self._run(), name="bench-resource-monitor")
+        return self
+
+    async def stop(self) -> dict[str, Usage]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._sample()
+        usage: dict[str, Usage] = {}
+        for name, proc in self._procs.items():
+            try:
+                cpu = self._cpu(proc) - self._cpu0[name]
+            except psutil.NoSuchProcess:
+                cpu = float("nan")
+            usage[name] = Usage(round(cpu, 2), round(self._peak[name] / 2**20, 1))
+        return usage
