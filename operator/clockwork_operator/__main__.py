@@ -104,6 +104,12 @@ def _deployment(text: str) -> tuple[str, str]:
     help="Seconds after a change before scaling down.",
 )
 @click.option("--scale-interval", type=click.FloatRange(0.5), default=15.0, show_default=True)
+@click.option(
+    "--lease-name",
+    default="clockwork-autoscaler",
+    show_default=True,
+    help="Lease (in the worker Deployment's namespace) electing the one autoscaling operator.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 def main(**kw: Any) -> None:
     """Reconcile ClockworkSchedule resources and autoscale the Clockwork workers."""
@@ -127,7 +133,9 @@ def main(**kw: Any) -> None:
             )
         except ValueError as exc:
             raise click.UsageError(f"autoscaling: {exc}") from exc
-        autoscale = AutoscaleSettings(namespace, name, policy, kw["scale_interval"])
+        autoscale = AutoscaleSettings(
+            namespace, name, policy, kw["scale_interval"], lease_name=kw["lease_name"]
+        )
     config = OperatorConfig(
         api=ApiConnection(kw["server"], kw["admin_token"], kw["ca_file"]),
         autoscale=autoscale,
