@@ -1,0 +1,366 @@
+"""End to end on a real control plane (kube-apiserver, controller-manager, scheduler,
+kwok nodes): `helm install` the chart, run the api, a worker and the operator as local
+processes against real Cassandra and etcd, then drive it with kubectl like a platform
+team would: apply a ClockworkSchedule and get callbacks and a status, suspend it,
+resume it, delete it, apply invalid ones, and load the cluster to watch the worker
+Deployment scale up and back down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from tests.conftest import require_server
+from tests.kubernetes.conftest import CHART, KubeTools
+from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
+from tests.support.sink import RecordingSink
+
+# One installation for the module: helm install, api, worker, operator are set up once.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420), pytest.mark.asyncio(loop_scope="module")]
+
+ADMIN = "e2e-admin-token-" + uuid.uuid4().hex[:8]
+MIN_WORKERS, MAX_WORKERS = 1, 3
+TARGET_PER_WORKER = 15.0
+
+
+@dataclass
+class Stack:
+    kube: KubeTools
+    namespace: str  # the release's
+    team: str  # where the team's ClockworkSchedules live
+    release: str
+    api_address: str
+    sink: RecordingSink
+    operator_log: Path
+    processes: list[ClockworkProcess]
+
+    @property
+    def workers(self) -> str:
+        return f"{self.release}-clockwork-worker"
+
+    def admin(self, tenant: str | None = None) -> ClockworkClient:
+        return ClockworkClient(ClientSettings(self.api_address, tenant=tenant, token=ADMIN))
+
+    async def kubectl(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        return await self.kube.arun(self.kube.kubectl, *args, stdin=stdin)
+
+    async def schedule(self, name: str) -> dict[str, Any]:
+        return await self.kube.kubectl_json("-n", self.team, "get", "cws", name)
+
+    async def replicas(self) -> int:
+        dep = await self.kube.kubectl_json("-n", self.namespace, "get", "deploy", self.workers)
+        return int(dep["spec"]["replicas"])
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
+) -> float:
+    started = time.monotonic()
+    while not await check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s}s")
+        await asyncio.sleep(interval_s)
+    return time.monotonic() - started
+
+
+def manifest(name: str, namespace: str, spec: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "clockwork.io/v1alpha1",
+            "kind": "ClockworkSchedule",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory, kube: KubeTools) -> AsyncIterator[Stack]:
+    tmp_path = tmp_path_factory.mktemp("k8s-e2e")
+    sink = await RecordingSink().start()
+    cassandra = require_server("CLOCKWORK_CASSANDRA")
+    etcd = require_server("CLOCKWORK_ETCD")
+    suffix = uuid.uuid4().hex[:8]
+    env = {
+        "CLOCKWORK_CASSANDRA": cassandra,
+        "CLOCKWORK_KEYSPACE": f"k8s_{suffix}",
+        "CLOCKWORK_ETCD": etcd,
+        "CLOCKWORK_CLUSTER": f"k8s-{suffix}",
+        "CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT": "30",
+    }
+    code, _, err = await run_cli(
+        "schema", "migrate", "--replication-factor", "1", "--shards", "8", env=env
+    )
+    assert code == 0, err
+    api_address = f"127.0.0.1:{free_port()}"
+    private = ["--allow-private-targets", "127.0.0.0/8", "--ops-listen", "127.0.0.1:0"]
+    processes = [
+        await ClockworkProcess(
+            ["api", "--listen", api_address, "--admin-token", ADMIN, *private],
+            tmp_path / "api.log",
+            env,
+        ).start(),
+        await ClockworkProcess(
+            ["worker", "--lease-ttl", "4", *private], tmp_path / "worker.log", env
+        ).start(),
+    ]
+    namespace, team, release = f"cw-{suffix}", f"team-{suffix}", "e2e"
+    peering = f"clockwork-{suffix}"
+    stack = Stack(
+        kube, namespace, team, release, api_address, sink, tmp_path / "operator.log", processes
+    )
+    operator: asyncio.subprocess.Process | None = None
+    try:
+        await wait_serving(api_address)
+        for ns in (namespace, team):
+            code, _, err = await stack.kubectl("create", "namespace", ns)
+            assert code == 0, err
+        started = time.monotonic()
+        code, out, err = await kube.arun(
+            kube.helm, "install", release, str(CHART), "--namespace", namespace, "--wait",
+            "--timeout", "3m",
+            "--set", f"auth.adminToken={ADMIN}",
+            "--set", "migration.enabled=false",
+            "--set", f"operator.peering={peering}",
+            "--set", f"worker.autoscaling.minReplicas={MIN_WORKERS}",
+            "--set", f"worker.autoscaling.maxReplicas={MAX_WORKERS}",
+        )  # fmt: skip
+        assert code == 0, f"helm install failed:\n{out}\n{err}"
+        print(f"helm install --wait: {time.monotonic() - started:.1f}s")
+        with stack.operator_log.open("ab") as log:
+            operator = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "clockwork_operator",
+                "--server", api_address,
+                "--admin-token", ADMIN,
+                "--peering", peering,
+                "--liveness", "",
+                "--status-interval", "2",
+                "--worker-deployment", f"{namespace}/{stack.workers}",
+                "--lease-name", f"{release}-clockwork-operator-autoscaler",
+                "--min-workers", str(MIN_WORKERS),
+                "--max-workers", str(MAX_WORKERS),
+                "--target-per-worker", str(TARGET_PER_WORKER),
+                "--scale-up-cooldown", "1",
+                "--scale-down-cooldown", "4",
+                "--scale-interval", "1",
+                stdout=log, stderr=log, env={**os.environ, "KUBECONFIG": kube.kubeconfig},
+            )  # fmt: skip
+        yield stack
+    finally:
+        if operator is not None and operator.returncode is None:
+            operator.terminate()
+            await asyncio.wait_for(operator.wait(), 30)
+        await kube.arun(kube.helm, "uninstall", release, "--namespace", namespace, "--wait")
+        for ns in (team, namespace):
+            await stack.kubectl("delete", "namespace", ns, "--wait=false")
+        for proc in processes:
+            await proc.kill()
+        await sink.stop()
+
+
+async def test_schedule_lifecycle_through_kubectl(stack: Stack) -> None:
+    async with stack.admin() as admin:
+        token = (await admin.create_tenant(stack.team)).token
+    code, _, err = await stack.kubectl(
+        "-n",
+        stack.team,
+        "create",
+        "secret",
+        "generic",
+        "tenant-token",
+        f"--from-literal=token={token}",
+    )
+    assert code == 0, err
+    spec = {
+        "schedule": {"every": "1s"},
+        "target": {"http": {"url": f"{stack.sink.url}/k8s", "headers": {"X-From": "kubernetes"}}},
+        "payload": '{"from": "k8s"}',
+        "tenantSecretRef": {"name": "tenant-token"},
+    }
+    code, _, err = await stack.kubectl(
+        "apply", "-f", "-", stdin=manifest("heartbeat", stack.team, spec)
+    )
+    assert code == 0, err
+
+    # callbacks arrive
+    got = await stack.sink.wait_for("/k8s", 2, timeout_s=60)
+    assert got[0].body == b'{"from": "k8s"}' and got[0].headers["X-From"] == "kubernetes"
+
+    # the status fills in (and is refreshed: last outcome, fired count)
+    async def synced() -> bool:
+        status = (await stack.schedule("heartbeat")).get("status", {})
+        ready = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
+        return bool(
+            status.get("state") == "ACTIVE"
+            and status.get("lastOutcome") == "SUCCEEDED"
+            and status.get("firedCount", 0) >= 1
+            and status.get("nextFireTime")
+            and ready
+            and ready[0]["status"] == "True"
+        )
+
+    await eventually(synced, 30, "status with state, next fire time and last outcome")
+    obj = await stack.schedule("heartbeat")
+    status = obj["status"]
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    assert status["tenant"] == stack.team and status["schedule"] == "every 1s"
+    key = status["scheduleKey"]
+    assert key == f"k8s/{stack.team}/heartbeat/{obj['metadata']['uid']}"
+    code, out, _ = await stack.kubectl("-n", stack.team, "get", "cws")
+    assert "every 1s" in out and "ACTIVE" in out and "SUCCEEDED" in out  # printer columns
+
+    # suspend: stops firing
+    patch = json.dumps({"spec": {"suspend": True}})
+    code, _, err = await stack.kubectl(
+        "-n", stack.team, "patch", "cws", "heartbeat", "--type=merge", "-p", patch
+    )
+    assert code == 0, err
+
+    async def paused() -> bool:
+        return bool((await stack.schedule("heartbeat")).get("status", {}).get("state") == "PAUSED")
+
+    await eventually(paused, 30, "state PAUSED after suspend")
+    await asyncio.sleep(1.5)  # a delivery already in flight may still land
+    before = len(stack.sink.at("/k8s"))
+    await asyncio.sleep(3)
+    assert len(stack.sink.at("/k8s")) == before, "fired while suspended"
+
+    # resume: fires again
+    patch = json.dumps({"spec": {"suspend": False}})
+    code, _, err = await stack.kubectl(
+        "-n", stack.team, "patch", "cws", "heartbeat", "--type=merge", "-p", patch
+    )
+    assert code == 0, err
+    await stack.sink.wait_for("/k8s", before + 2, timeout_s=30)
+
+    # delete: the finalizer cancels the schedule before the resource goes away
+    code, _, err = await stack.kubectl(
+        "-n", stack.team, "delete", "cws", "heartbeat", "--timeout=60s"
+    )
+    assert code == 0, err
+    async with stack.admin(stack.team) as admin:
+        assert (await admin.get(key)).state == 3  # CANCELLED
+    await asyncio.sleep(1.5)
+    after = len(stack.sink.at("/k8s"))
+    await asyncio.sleep(3)
+    assert len(stack.sink.at("/k8s")) == after, "fired after delete"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {
+                "schedule": {"every": "1s", "cron": "* * * * *"},
+                "target": {"http": {"url": "https://x.test"}},
+            },
+            "set exactly one of cron, every, at",
+        ),
+        (
+            {"schedule": {"every": "soon"}, "target": {"http": {"url": "https://x.test"}}},
+            "spec.schedule.every",
+        ),
+        ({"schedule": {"every": "1s"}, "target": {}}, "set exactly one of http, kafka"),
+        ({"schedule": {"every": "1s"}}, "spec.target: Required value"),
+        (
+            {"schedule": {"every": "1s"}, "target": {"http": {"url": "ftp://x.test"}}},
+            "spec.target.http.url",
+        ),
+        (
+            {
+                "schedule": {"every": "1s"},
+                "target": {"http": {"url": "https://x.test", "method": "BREW"}},
+            },
+            "spec.target.http.method",
+        ),
+    ],
+)
+async def test_invalid_resources_are_rejected_by_the_schema(
+    stack: Stack, spec: dict[str, Any], message: str
+) -> None:
+    kube = stack.kube
+    code, _, err = await kube.arun(
+        kube.kubectl, "apply", "--dry-run=server", "-f", "-", stdin=manifest("bad", "default", spec)
+    )
+    assert code != 0 and message in err, err
+
+
+async def test_a_spec_the_api_refuses_gets_a_failed_condition(stack: Stack) -> None:
+    spec = {
+        "schedule": {"cron": "61 * * * *"},  # passes the schema, refused by Clockwork
+        "target": {"http": {"url": f"{stack.sink.url}/never"}},
+    }
+    code, _, err = await stack.kubectl(
+        "apply", "-f", "-", stdin=manifest("badcron", stack.team, spec)
+    )
+    assert code == 0, err
+
+    async def refused() -> bool:
+        conditions = (await stack.schedule("badcron")).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["reason"] == "InvalidSpec" for c in conditions)
+
+    await eventually(refused, 30, "Ready=False InvalidSpec")
+    [ready] = [c for c in (await stack.schedule("badcron"))["status"]["conditions"]]
+    assert ready["status"] == "False" and "cron" in ready["message"], ready
+    code, _, err = await stack.kubectl(
+        "-n", stack.team, "delete", "cws", "badcron", "--timeout=60s"
+    )
+    assert code == 0, err  # deleting a never-created schedule does not hang on the finalizer
+
+
+async def test_workers_scale_with_load_and_back(stack: Stack) -> None:
+    assert await stack.replicas() == MIN_WORKERS
+    # ~40 firings/s for 20 s: needs ceil(40 / 15) = 3 workers
+    now = int(time.time() * 1000)
+    rate, seconds = 40, 20
+    entries = [
+        (
+            f"load-{i}",
+            ScheduleSpec(
+                trigger=triggers.OnceTrigger(now + 3000 + i * 1000 // rate),
+                target=HttpTarget(f"{stack.sink.url}/load"),
+            ),
+        )
+        for i in range(rate * seconds)
+    ]
+    async with stack.admin(stack.team) as admin:
+        for start in range(0, len(entries), 200):
+            await admin.create_many(entries[start : start + 200])
+
+    async def scaled_up() -> bool:
+        return await stack.replicas() == MAX_WORKERS
+
+    took = await eventually(scaled_up, 40, f"scale up to {MAX_WORKERS}")
+    print(f"scaled up to {MAX_WORKERS} in {took:.1f}s")
+    events = await stack.kube.kubectl_json(
+        "-n",
+        stack.namespace,
+        "get",
+        "events",
+        "--field-selector",
+        f"involvedObject.name={stack.workers}",
+    )
+    reasons = [(e["reason"], e["message"]) for e in events["items"]]
+    assert any(r == "ScaledWorkers" and f"-> {MAX_WORKERS}" in m for r, m in reasons), reasons
+
+    await stack.sink.wait_for("/load", len(entries), timeout_s=90)
+
+    async def scaled_down() -> bool:
+        return await stack.replicas() == MIN_WORKERS
+
+    took = await eventually(scaled_down, 60, f"scale back down to {MIN_WORKERS}")
+    print(f"scaled back down in {took:.1f}s after the last firing")
