@@ -107,7 +107,7 @@ class Kube:
         component: str,
     ) -> None:
         """A core/v1 Event about `involved` (apiVersion, kind, name, uid)."""
-        now = datetime.now(UTC)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # metav1.Time: RFC 3339
         body: dict[str, Any] = {
             "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
             "involvedObject": {**involved, "namespace": namespace},
@@ -115,8 +115,8 @@ class Kube:
             "message": message[:1024],
             "type": kind,
             "source": {"component": component},
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
             "count": 1,
         }
         try:
@@ -150,7 +150,8 @@ class Kube:
         acquired: bool,
     ) -> bool:
         """Create or update the Lease; False if someone else wrote it first (409)."""
-        now = datetime.now(UTC).isoformat()
+        # metav1.MicroTime: RFC 3339 with exactly six fractional digits.
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         transitions = (previous.transitions if previous else 0) + (1 if acquired else 0)
         spec: dict[str, Any] = {
             "holderIdentity": holder,
