@@ -9,10 +9,12 @@ from __future__ import annotations
 from .cassandra import Cassandra
 from .etcd import Etcd
 from .kafka import Kafka
+from .kube import Kube
 from .server import Server
 
 SERVERS: dict[str, type[Server]] = {
     Cassandra.name: Cassandra,
     Etcd.name: Etcd,
     Kafka.name: Kafka,
+    Kube.name: Kube,
 }
