@@ -9,10 +9,11 @@ idempotent upsert, so re-running a firing after a crash repeats no damage.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
@@ -126,21 +127,35 @@ class Dispatcher:
         if settled.retry is not None:
             await self._store.put_firings([settled.retry])
             self._on_new_firing(settled.retry)
-        await self._store.record_execution(settled.execution)
-        if settled.execution.outcome is Outcome.FAILED:
-            await self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))
         if result.stop_schedule:
             await self._stop_schedule(schedule, now)
+        outcome = settled.execution.outcome
+        # These writes only have to land before the firing is marked done, and none
+        # depends on another: they go out together (one round trip of latency, not four).
+        writes = [
+            self._store.record_execution(settled.execution),
+            self._store.record_progress(
+                firing.tenant,
+                firing.schedule_key,
+                dataclasses.replace(progress, last_outcome=outcome),
+            ),
+        ]
+        if outcome is Outcome.FAILED:
+            writes.append(
+                self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))
+            )
         if firing.ordering_key and settled.retry is not None:
             # The key stays blocked until this delivery succeeds or gives up, even across
             # a crash or a takeover: the block is stored before the firing is done.
-            await self._store.set_ordering_block(
-                firing.tenant, firing.ordering_key, firing.delivery_id
+            writes.append(
+                self._store.set_ordering_block(
+                    firing.tenant, firing.ordering_key, firing.delivery_id
+                )
             )
         elif settled.retry is None:
-            await self._unblock_ordering(firing)
-        outcome = settled.execution.outcome
-        await self._finish(firing, dataclasses.replace(progress, last_outcome=outcome))
+            writes.append(self._unblock_ordering(firing))
+        await _all(writes)
+        await self._store.mark_done(firing)
         self._metrics.firings.labels(outcome.value).inc()
         if outcome is not Outcome.SUCCEEDED:
             log.info(
@@ -183,3 +198,11 @@ class Dispatcher:
     async def _finish(self, firing: Firing, progress: Progress) -> None:
         await self._store.record_progress(firing.tenant, firing.schedule_key, progress)
         await self._store.mark_done(firing)
+
+
+async def _all(writes: Sequence[Awaitable[None]]) -> None:
+    """Await every write; then raise the first failure (none is left running)."""
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
