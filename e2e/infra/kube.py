@@ -186,7 +186,13 @@ class Kube(Server):
             ],
         }
         return LaunchSpec(
-            argv=("bash", "-c", _supervisor(commands, logs)), cwd=self.dir, env=_clean_env()
+            argv=(
+                "bash",
+                "-c",
+                _supervisor(commands, logs, ports["apiserver"], pki / "apiserver.crt"),
+            ),
+            cwd=self.dir,
+            env=_clean_env(),
         )
 
     def probe(self, port: int, timeout: float) -> str:
@@ -310,15 +316,21 @@ def _staging_modules(go_mod: str) -> list[str]:
     return modules
 
 
-def _supervisor(commands: Mapping[str, list[str]], logs: Path) -> str:
-    """A bash script: start every component with its own log, exit when one exits (the
-    survivors share the process group, which stop/kill signal as a whole)."""
+def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, cert: Path) -> str:
+    """A bash script: start the components in order, each with its own log, and exit
+    when any of them exits (the survivors share the process group, which stop/kill
+    signal as a whole). The controllers start once the apiserver listens and has
+    written its serving certificate (the controller-manager publishes it as the
+    root CA and exits if the file is missing)."""
     lines = ["set -u"]
     for name, argv in commands.items():
+        if name == "controller-manager":
+            lines.append(
+                f"until [ -s {shlex.quote(str(cert))} ] && "
+                f"(exec 3<>/dev/tcp/127.0.0.1/{api_port}) 2>/dev/null; do sleep 0.2; done"
+            )
         logfile = shlex.quote(str(logs / f"{name}.log"))
         lines.append(f"{shlex.join(argv)} >> {logfile} 2>&1 &")
-        if name == "etcd":
-            lines.append("sleep 0.5")
     lines += [
         "wait -n",
         'echo "clockwork-infra: a control-plane component exited; last log lines:" >&2',
