@@ -1,4 +1,4 @@
-.PHONY: dev test proto lint typecheck infra-up infra-down unit
+.PHONY: dev test proto lint typecheck infra-up infra-down unit bench
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -38,3 +38,7 @@ infra-up: $(PY)
 
 infra-down: $(PY)
 	@$(PY) -m e2e.infra down
+
+## Every benchmark at its default size (installs the bench extras and servers; long).
+bench:
+	./scripts/bench.sh

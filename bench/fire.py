@@ -110,7 +110,7 @@ async def deliver_phase(
         first_due = min(work.expected.values())
         await asyncio.sleep(max(0.0, (first_due - now_ms()) / 1000))
         monitor = ResourceMonitor(cluster.pids()).start()
-        await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=15.0)
+        await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=60.0)
         await asyncio.sleep(1.0)  # stragglers (duplicates) before judging
         usage = await monitor.stop()
         arrivals = await sink.arrivals()

@@ -39,7 +39,7 @@ async def _judged(
     label: str, sink: SinkProcess, expected: dict[str, int], timeout_s: float
 ) -> dict[str, Any]:
     await asyncio.sleep(max(0.0, (min(expected.values()) - now_ms()) / 1000))
-    await sink.wait_for(len(expected), timeout_s=timeout_s, idle_s=15.0)
+    await sink.wait_for(len(expected), timeout_s=timeout_s, idle_s=60.0)
     await asyncio.sleep(1.0)
     row: dict[str, Any] = {"scheduler": label, "n": len(expected)}
     return row | analysis.judge(expected, await sink.arrivals())

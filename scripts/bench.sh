@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every benchmark at its default size, from a fresh machine: installs the bench extras
+# (and redis-server for the Celery peer, Java/Maven for Cassandra if missing), starts
+# Cassandra and etcd with the project's harness in their own state dir, runs accept,
+# fire (with the burst case), peers and cost, and stops the servers. Tables go to
+# stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
+# benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  log "installing Java 17 and Maven (Debian packages)"
+  apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
+if ! command -v redis-server >/dev/null; then
+  log "installing redis-server (Debian package; the Celery peer's broker)"
+  apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+fi
+
+log "python environment"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev,bench]'
+
+export CLOCKWORK_INFRA_STATE="${CLOCKWORK_INFRA_STATE:-$PWD/.infra-bench}"
+log "starting servers (e2e/infra, state in $CLOCKWORK_INFRA_STATE)"
+.venv/bin/python -m e2e.infra up cassandra etcd > "$CLOCKWORK_INFRA_STATE.env"
+trap '.venv/bin/python -m e2e.infra down cassandra etcd || true' EXIT
+set -a; . "$CLOCKWORK_INFRA_STATE.env"; set +a
+
+log "accept"
+.venv/bin/python -m bench.accept --n "${BENCH_N:-200000}" "$@"
+log "fire (1, 2, 3 workers; half rate; burst)"
+.venv/bin/python -m bench.fire --m "${BENCH_M:-200000}" --workers 1,2,3 --burst "$@"
+log "peers"
+.venv/bin/python -m bench.peers --m "${BENCH_PEERS_M:-20000}" "$@"
+log "cost"
+.venv/bin/python -m bench.cost "$@"

@@ -1,0 +1,126 @@
+"""Each benchmark runs at a tiny size and completes with nothing lost. No speed
+assertions: the machine is shared, and benchmarks are not timed tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import require_server
+
+pytestmark = [pytest.mark.cassandra, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(module: str, out: Path, *args: str, timeout_s: float = 240) -> dict[str, Any]:
+    require_server("CLOCKWORK_CASSANDRA")
+    require_server("CLOCKWORK_ETCD")
+    completed = subprocess.run(
+        [sys.executable, "-m", module, "--out", str(out), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "CLOCKWORK_LOG_LEVEL": "WARNING"},
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    name = module.rsplit(".", 1)[1]
+    report: dict[str, Any] = json.loads((out / f"{name}.json").read_text())
+    return report
+
+
+def test_accept(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.accept",
+        tmp_path,
+        "--n",
+        "200",
+        "--concurrency",
+        "8",
+        "--raw-concurrency",
+        "32",
+        "--batch",
+        "100",
+        "--shards",
+        "8",
+    )
+    assert [m["n"] for m in report["modes"]] == [200, 200]
+    assert report["raw"][0]["errors"] == 0
+    assert report["ratio_api_to_raw"] > 0
+
+
+def test_fire(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.fire",
+        tmp_path,
+        "--m",
+        "300",
+        "--workers",
+        "1",
+        "--window-s",
+        "2",
+        "--steady-s",
+        "2",
+        "--shards",
+        "8",
+    )
+    runs = report["runs"]
+    assert [r["run"] for r in runs] == ["saturate-w1", "half-rate"]
+    for r in runs:
+        assert (r["lost"], r["unexpected"], r["received"]) == (0, 0, r["n"]), r
+    assert report["raw"]["received"] == 300
+    assert (tmp_path / "fire.png").stat().st_size > 0
+
+
+def test_cost(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.cost",
+        tmp_path,
+        "--schedules",
+        "200",
+        "--pending",
+        "500",
+        "--idle-s",
+        "2",
+        "--shards",
+        "8",
+    )
+    assert report["worker_with_pending"]["pending"] == 500
+    assert report["idle_worker"]["peak_rss_mb"] > 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("celery") is None
+    or importlib.util.find_spec("apscheduler") is None
+    or shutil.which("redis-server") is None,
+    reason="peers need the bench extras and redis-server (scripts/bench.sh)",
+)
+def test_peers(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.peers",
+        tmp_path,
+        "--m",
+        "200",
+        "--window-s",
+        "2",
+        "--light-rate",
+        "20",
+        "--light-s",
+        "2",
+        "--shards",
+        "8",
+    )
+    schedulers = {(r["scheduler"], r["workload"]) for r in report["runs"]}
+    assert {s for s, _ in schedulers} == {"clockwork", "celery", "apscheduler"}
+    for r in report["runs"]:
+        assert r["lost"] == 0, r
