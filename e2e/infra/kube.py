@@ -56,6 +56,81 @@ ADMIN_TOKEN = "clockwork-infra-admin"
 NODE_NAME = "kwok-node-0"
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 
+# What kwok does to the objects it manages (its Stage API): a new fake node becomes
+# Ready; a pod bound to it becomes Running and Ready; a pod being deleted goes away
+# (there is no kubelet to confirm the deletion).
+KWOK_STAGES = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: clockwork-node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+      - {key: .status.phase, operator: NotIn, values: [Running]}
+  next:
+    statusTemplate: |
+      phase: Running
+      addresses:
+        - {type: InternalIP, address: "{{ NodeIP }}"}
+      conditions:
+        - type: Ready
+          status: "True"
+          reason: KubeletReady
+          message: kwok fake node
+          lastHeartbeatTime: "{{ Now }}"
+          lastTransitionTime: "{{ Now }}"
+      nodeInfo:
+        kubeletVersion: fake
+        architecture: amd64
+        operatingSystem: linux
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: clockwork-pod-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+      - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+      - {key: .spec.nodeName, operator: Exists}
+      - {key: .status.podIP, operator: DoesNotExist}
+  next:
+    statusTemplate: |
+      phase: Running
+      hostIP: "{{ NodeIP }}"
+      podIP: "{{ PodIP }}"
+      startTime: "{{ Now }}"
+      conditions:
+        - {type: PodScheduled, status: "True", lastTransitionTime: "{{ Now }}"}
+        - {type: Initialized, status: "True", lastTransitionTime: "{{ Now }}"}
+        - {type: ContainersReady, status: "True", lastTransitionTime: "{{ Now }}"}
+        - {type: Ready, status: "True", lastTransitionTime: "{{ Now }}"}
+      containerStatuses:
+      {{- range .spec.containers }}
+        - name: "{{ .name }}"
+          image: "{{ .image }}"
+          imageID: ""
+          ready: true
+          started: true
+          restartCount: 0
+          state:
+            running: {startedAt: "{{ Now }}"}
+      {{- end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: clockwork-pod-delete}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+      - {key: .metadata.deletionTimestamp, operator: Exists}
+  next:
+    finalizers: {empty: true}
+    delete: true
+"""
+
 _KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 _BINARIES = (*_KUBE_BINARIES, "kwok", "helm")
 
@@ -124,6 +199,8 @@ class Kube(Server):
         server = f"https://{self.host}:{ports['apiserver']}"
         self.kubeconfig.write_text(_kubeconfig(server, ADMIN_TOKEN))
         self.kubeconfig.chmod(0o600)
+        kwok_stages = self.conf_dir / "kwok-stages.yaml"
+        kwok_stages.write_text(KWOK_STAGES)
         etcd_client = f"http://{self.host}:{ports['etcd']}"
         etcd_peer = f"http://{self.host}:{ports['etcd_peer']}"
         b = self.bin_dir
@@ -167,6 +244,9 @@ class Kube(Server):
                 f"--root-ca-file={pki / 'apiserver.crt'}",
                 "--leader-elect=false",
                 "--secure-port=0",
+                # Fake nodes send no heartbeats: without these the node would be marked
+                # NotReady after its grace period and its pods evicted.
+                "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller",
                 "--v=1",
             ],
             "scheduler": [
@@ -179,6 +259,9 @@ class Kube(Server):
             ],
             "kwok": [
                 str(b / "kwok"),
+                f"--config={kwok_stages}",
+                "--node-ip=10.0.1.1",
+                "--cidr=10.244.0.0/16",
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={'='.join(KWOK_ANNOTATION)}",
@@ -216,6 +299,11 @@ class Kube(Server):
         ]
         if not ready or ready[0].get("status") != "True":
             raise ProbeError(f"node {NODE_NAME} not Ready yet")
+        if node.get("spec", {}).get("taints"):
+            # The not-ready taint added at registration is normally lifted by the node
+            # lifecycle controller, which is off here (fake nodes send no heartbeats).
+            api.call("PATCH", f"/api/v1/nodes/{NODE_NAME}", {"spec": {"taints": None}})
+            raise ProbeError(f"node {NODE_NAME}: lifting its registration taint")
         version = json.loads(api.call("GET", "/version")[1]).get("gitVersion", "?")
         return f"{version}, node {NODE_NAME} ready"
 
@@ -394,7 +482,12 @@ class _Api:
             self._base + path,
             data=data,
             method=method,
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"},
+            headers={
+                "Authorization": f"Bearer {ADMIN_TOKEN}",
+                "Content-Type": "application/merge-patch+json"
+                if method == "PATCH"
+                else "application/json",
+            },
         )
         try:
             with urllib.request.urlopen(
