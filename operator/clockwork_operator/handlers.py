@@ -45,12 +45,12 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
     registry = kopf.OperatorRegistry()
     rt = _Runtime(config)
 
-    @kopf.on.login(registry=registry)
+    @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         """In a pod: its service account; elsewhere: $KUBECONFIG or ~/.kube/config."""
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
-    @kopf.on.startup(registry=registry)
+    @kopf.on.startup(id="startup", registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.peering.mandatory = True
         settings.peering.clusterwide = peering_clusterwide
@@ -83,7 +83,7 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
                 scaling.policy.max_replicas,
             )
 
-    @kopf.on.cleanup(registry=registry)
+    @kopf.on.cleanup(id="cleanup", registry=registry)
     async def cleanup(**_: Any) -> None:
         for task in rt.tasks:
             task.cancel()
@@ -94,9 +94,9 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
             with contextlib.suppress(Exception):
                 await rt.kube.close()
 
-    @kopf.on.resume(*RESOURCE, registry=registry)
-    @kopf.on.create(*RESOURCE, registry=registry)
-    @kopf.on.update(*RESOURCE, field="spec", registry=registry)
+    @kopf.on.resume(*RESOURCE, id="apply", registry=registry)
+    @kopf.on.create(*RESOURCE, id="apply", registry=registry)
+    @kopf.on.update(*RESOURCE, id="apply", field="spec", registry=registry)
     async def apply(
         spec: kopf.Spec,
         meta: kopf.Meta,
@@ -120,7 +120,7 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
         patch.status.update(resource.status(seen, meta.get("generation")))
         _set_ready(patch, status, True, "Synced", f"schedule {seen.key} is {seen.state}")
 
-    @kopf.on.delete(*RESOURCE, registry=registry)
+    @kopf.on.delete(*RESOURCE, id="cancel", registry=registry)
     async def cancel(
         spec: kopf.Spec,
         status: kopf.Status,
@@ -140,6 +140,7 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
 
     @kopf.timer(
         *RESOURCE,
+        id="refresh",
         interval=config.status_interval_s,
         initial_delay=config.status_interval_s,
         registry=registry,
