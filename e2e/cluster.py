@@ -1,0 +1,217 @@
+"""A real Clockwork cluster for fault tests and the soak: one `clockwork api` and several
+`clockwork worker` processes on a fresh keyspace, sharing shards through etcd, each a
+child process logging to the run's directory.
+
+The nemeses that act on Clockwork's own processes live here too (kill -9 or SIGSTOP a
+worker, kill -9 and restart the api); each returns the fault's window for the checker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.coordination.etcd import cluster_status
+from e2e.checker import Report, Window, collect_outcomes, judge
+from e2e.sink import RecordingSink
+from e2e.workload import Workload
+from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
+
+TENANT = "faults"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Cluster:
+    def __init__(
+        self,
+        run_dir: Path,
+        cassandra: str,
+        etcd: str,
+        shards: int = 16,
+        lease_ttl: int = 4,
+        log_level: str = "INFO",
+    ) -> None:
+        self.run_dir = run_dir
+        self.shards = shards
+        self.lease_ttl = lease_ttl
+        self.keyspace = "faults_" + uuid.uuid4().hex[:10]
+        self.name = "c" + uuid.uuid4().hex[:8]
+        self.etcd = etcd
+        self.env = {
+            "CLOCKWORK_CASSANDRA": cassandra,
+            "CLOCKWORK_KEYSPACE": self.keyspace,
+            "CLOCKWORK_ETCD": etcd,
+            "CLOCKWORK_CLUSTER": self.name,
+            "CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT": "60",
+            "CLOCKWORK_LOG_LEVEL": log_level,
+        }
+        self.api: ClockworkProcess | None = None
+        self.api_address = f"127.0.0.1:{free_port()}"
+        self.workers: list[ClockworkProcess] = []
+        self._api_starts = 0
+
+    async def start(self, workers: int, timeout_s: float = 60.0) -> None:
+        code, _, err = await run_cli(
+            "schema",
+            "migrate",
+            "--replication-factor",
+            "1",
+            "--shards",
+            str(self.shards),
+            env=self.env,
+        )
+        if code != 0:
+            raise RuntimeError(f"schema migrate failed: {err}")
+        await self.start_api()
+        for _ in range(workers):
+            await self.add_worker()
+        await self.wait_all_owned(workers, timeout_s)
+
+    async def start_api(self, wait: bool = True) -> ClockworkProcess:
+        """Start the api on its fixed address (a restart keeps it, as a Service would)."""
+        self._api_starts += 1
+        self.api = await ClockworkProcess(
+            [
+                "api",
+                "--listen",
+                self.api_address,
+                "--ops-listen",
+                "127.0.0.1:0",
+                "--allow-private-targets",
+                "127.0.0.0/8",
+            ],
+            self.run_dir / f"api{self._api_starts}.log",
+            self.env,
+        ).start()
+        if wait:
+            await wait_serving(self.api_address)
+        return self.api
+
+    async def add_worker(self) -> ClockworkProcess:
+        n = len(self.workers)
+        proc = await ClockworkProcess(
+            [
+                "worker",
+                "--lease-ttl",
+                str(self.lease_ttl),
+                "--allow-private-targets",
+                "127.0.0.0/8",
+                "--ops-listen",
+                "127.0.0.1:0",
+            ],
+            self.run_dir / f"worker{n}.log",
+            self.env,
+        ).start()
+        self.workers.append(proc)
+        return proc
+
+    def live_workers(self) -> list[ClockworkProcess]:
+        return [w for w in self.workers if w.proc is not None and w.proc.returncode is None]
+
+    async def owners(self) -> tuple[int, dict[int, tuple[str, int]], set[str]]:
+        """(shard count, shard -> (owner, epoch), live worker ids) as etcd has them."""
+        view = await cluster_status(self.etcd, self.name)
+        return view.shard_count or 0, dict(view.owners), set(view.workers)
+
+    async def wait_all_owned(self, live_workers: int, timeout_s: float) -> float:
+        """Wait until every shard is owned and exactly `live_workers` are registered."""
+        started = time.monotonic()
+        last: object = None
+        while time.monotonic() - started < timeout_s:
+            try:
+                count, owners, workers = await self.owners()
+            except Exception as exc:  # noqa: BLE001 - etcd restarting or slow
+                last = exc
+            else:
+                last = (count, len(owners), len(workers))
+                full = count == self.shards and len(owners) == self.shards
+                if full and len(workers) == live_workers:
+                    return time.monotonic() - started
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"shards not all owned by {live_workers} workers: {last}")
+
+    def client(self, timeout_s: float = 30.0) -> ClockworkClient:
+        return ClockworkClient(ClientSettings(self.api_address, tenant=TENANT, timeout_s=timeout_s))
+
+    # --- nemeses on Clockwork's processes ---------------------------------------------------
+
+    async def kill_worker(self, index: int, respawn: bool = False) -> Window:
+        """kill -9 a worker; the window lasts until the survivors own every shard (and,
+        with `respawn`, until a replacement has joined)."""
+        start = now_ms()
+        victim = self.workers[index]
+        await victim.kill(signal.SIGKILL)
+        live = len(self.live_workers())
+        await self.wait_all_owned(live, self.lease_ttl + 20)
+        if respawn:
+            await self.add_worker()
+            await self.wait_all_owned(live + 1, 60)
+        return Window(f"kill -9 worker{index}", start, now_ms())
+
+    async def pause_worker(self, index: int, seconds: float) -> Window:
+        """SIGSTOP a worker for `seconds` (past its lease when longer than the TTL), then
+        SIGCONT it; the window ends once it has rejoined."""
+        start = now_ms()
+        victim = self.workers[index]
+        assert victim.proc is not None
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        await self.wait_all_owned(len(self.live_workers()), 60)
+        return Window(f"SIGSTOP worker{index} {seconds:.0f}s", start, now_ms())
+
+    async def kill_api(self) -> None:
+        if self.api is not None:
+            await self.api.kill(signal.SIGKILL)
+
+    # --- teardown -----------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        for proc in [*self.workers, *([self.api] if self.api else [])]:
+            if proc.proc is not None and proc.proc.returncode is None:
+                try:
+                    proc.proc.send_signal(signal.SIGCONT)
+                    await proc.kill(signal.SIGTERM)
+                except (ProcessLookupError, TimeoutError):
+                    await proc.kill(signal.SIGKILL)
+
+    def logs(self, tail_chars: int = 3000) -> str:
+        procs = [*self.workers, *([self.api] if self.api else [])]
+        return "\n".join(f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in procs)
+
+
+async def settle(
+    cluster: Cluster,
+    workload: Workload,
+    sink: RecordingSink,
+    end_ms: int,
+    windows: Sequence[Window] = (),
+    timeout_s: float = 60.0,
+) -> Report:
+    """Wait past `end_ms` until every required firing is accounted for (or the timeout),
+    give stragglers (duplicates) a moment, then judge with the API's outcomes."""
+    expectations = workload.expectations(end_ms)
+    await asyncio.sleep(max(0, end_ms - now_ms()) / 1000)
+    deadline = time.monotonic() + timeout_s
+    async with cluster.client() as client:
+        outcomes = None
+        while True:
+            report = judge(expectations, sink.received, outcomes, windows)
+            if not report.lost or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+            if len(report.lost) <= 200:
+                outcomes = await collect_outcomes(client, expectations, sink.received)
+        await asyncio.sleep(1.5)
+        outcomes = await collect_outcomes(client, expectations, sink.received)
+    return judge(expectations, sink.received, outcomes, windows)

@@ -1,0 +1,49 @@
+"""Fixtures of the nemesis tests: a recording sink and a real cluster (api + workers
+on Cassandra and etcd), torn down even when a test fails."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from e2e.cluster import Cluster
+from e2e.sink import RecordingSink
+from tests.conftest import require_server
+
+LEASE_TTL = 4
+
+MakeCluster = Callable[..., Awaitable[Cluster]]
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[RecordingSink]:
+    receiver = await RecordingSink().start()
+    yield receiver
+    await receiver.stop()
+
+
+@pytest.fixture
+async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
+    """`await make_cluster(workers=3, cassandra=..., etcd=...)`: started, all shards owned.
+    Cassandra and etcd default to the shared servers."""
+    made: list[Cluster] = []
+
+    async def make(
+        workers: int, cassandra: str | None = None, etcd: str | None = None, shards: int = 16
+    ) -> Cluster:
+        cluster = Cluster(
+            tmp_path,
+            cassandra or require_server("CLOCKWORK_CASSANDRA"),
+            etcd or require_server("CLOCKWORK_ETCD"),
+            shards=shards,
+            lease_ttl=LEASE_TTL,
+        )
+        made.append(cluster)
+        await cluster.start(workers)
+        return cluster
+
+    yield make
+    for cluster in made:
+        await cluster.stop()
