@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -130,6 +131,18 @@ def decode_token(token: str, count: int) -> list[str]:
     return parts
 
 
+_TOKEN_NUMBER = re.compile(r"[0-9]{1,19}")
+_MAX_INT64 = 2**63 - 1
+
+
+def token_number(text: str) -> int:
+    """A time in a page token: ASCII digits within int64, the range the stores take
+    (`str.isdigit` also admits digits `int` rejects, such as superscripts)."""
+    if not _TOKEN_NUMBER.fullmatch(text) or int(text) > _MAX_INT64:
+        raise InvalidArgument("page_token", "is malformed")
+    return int(text)
+
+
 class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     def __init__(self, scheduling: Scheduling, dead_letters: DeadLetters, metrics: Metrics) -> None:
         self._scheduling = scheduling
@@ -219,9 +232,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         before = None
         if request.page_token:
             started, firing = decode_token(request.page_token, 2)
-            if not started.isdigit():
-                raise InvalidArgument("page_token", "is malformed")
-            before = (int(started), firing)
+            before = (token_number(started), firing)
         executions = await self._scheduling.executions(tenant, request.key, before, limit)
         token = ""
         if len(executions) == limit:
@@ -246,9 +257,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         after = None
         if request.page_token:
             dead, firing = decode_token(request.page_token, 2)
-            if not dead.isdigit():
-                raise InvalidArgument("page_token", "is malformed")
-            after = (int(dead), firing)
+            after = (token_number(dead), firing)
         letters = await self._dead_letters.list(tenant, window, after, limit)
         token = encode_token(*letters[-1].sort_key) if len(letters) == limit else ""
         return pb.ListDeadLettersResponse(
