@@ -136,9 +136,9 @@ def validate_key(key: str, name: str = "key") -> None:
         raise InvalidArgument(name, "must be 1-200 characters of [A-Za-z0-9._:/=-]")
 
 
-def validate_tenant(tenant: str) -> None:
+def validate_tenant(tenant: str, name: str = "tenant") -> None:
     if not TENANT_PATTERN.fullmatch(tenant):
-        raise InvalidArgument("tenant", "must be 1-64 characters of [A-Za-z0-9._-]")
+        raise InvalidArgument(name, "must be 1-64 characters of [A-Za-z0-9._-]")
 
 
 def validate_spec(spec: ScheduleSpec, limits: Limits, prefix: str = "spec") -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from clockwork_svc.api.v1 import tenants_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
+from clockwork_svc.domain.spec import validate_tenant
 from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 from clockwork_svc.errors import PermissionDenied
 from clockwork_svc.observability.metrics import Metrics
@@ -20,6 +21,13 @@ def require_admin(principal: Principal) -> None:
 
 
 _admin = rpc_method(require_admin)
+
+
+def tenant_name(name: str) -> str:
+    """The request's `name`, checked here so an error names that field (the store layer
+    calls it "tenant", which in this API is the caller's own tenant)."""
+    validate_tenant(name, "name")
+    return name
 
 
 def tenant_to_pb(t: Tenant) -> pb.Tenant:
@@ -54,14 +62,14 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
     async def CreateTenant(
         self, request: pb.CreateTenantRequest, _: None
     ) -> pb.CreateTenantResponse:
-        tenant, token, secret = await self._admin.create(request.name)
+        tenant, token, secret = await self._admin.create(tenant_name(request.name))
         return pb.CreateTenantResponse(
             tenant=tenant_to_pb(tenant), token=token, signing_secret=secret
         )
 
     @_admin
     async def GetTenant(self, request: pb.GetTenantRequest, _: None) -> pb.Tenant:
-        return tenant_to_pb(await self._admin.get(request.name))
+        return tenant_to_pb(await self._admin.get(tenant_name(request.name)))
 
     @_admin
     async def ListTenants(self, request: pb.ListTenantsRequest, _: None) -> pb.ListTenantsResponse:
@@ -77,19 +85,19 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
     async def RotateSigningSecret(
         self, request: pb.RotateSigningSecretRequest, _: None
     ) -> pb.RotateSigningSecretResponse:
-        issued = await self._admin.rotate_secret(request.name, request.retire_previous)
+        issued = await self._admin.rotate_secret(tenant_name(request.name), request.retire_previous)
         return pb.RotateSigningSecretResponse(
             tenant=tenant_to_pb(issued.tenant), signing_secret=issued.secret
         )
 
     @_admin
     async def IssueToken(self, request: pb.IssueTokenRequest, _: None) -> pb.IssueTokenResponse:
-        issued = await self._admin.issue_token(request.name)
+        issued = await self._admin.issue_token(tenant_name(request.name))
         return pb.IssueTokenResponse(tenant=tenant_to_pb(issued.tenant), token=issued.secret)
 
     @_admin
     async def RevokeTokens(self, request: pb.RevokeTokensRequest, _: None) -> pb.Tenant:
-        return tenant_to_pb(await self._admin.revoke_tokens(request.name))
+        return tenant_to_pb(await self._admin.revoke_tokens(tenant_name(request.name)))
 
     @_admin
     async def SetTenantLimits(self, request: pb.SetTenantLimitsRequest, _: None) -> pb.Tenant:
@@ -100,15 +108,15 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
             max_concurrency=given.max_concurrency,
             drain_rate_per_s=given.drain_rate_per_s,
         )
-        return tenant_to_pb(await self._admin.set_limits(request.name, limits))
+        return tenant_to_pb(await self._admin.set_limits(tenant_name(request.name), limits))
 
     @_admin
     async def PauseTenant(self, request: pb.PauseTenantRequest, _: None) -> pb.Tenant:
-        return tenant_to_pb(await self._admin.set_paused(request.name, True))
+        return tenant_to_pb(await self._admin.set_paused(tenant_name(request.name), True))
 
     @_admin
     async def ResumeTenant(self, request: pb.ResumeTenantRequest, _: None) -> pb.Tenant:
-        return tenant_to_pb(await self._admin.set_paused(request.name, False))
+        return tenant_to_pb(await self._admin.set_paused(tenant_name(request.name), False))
 
     @_admin
     async def SetTenantDefaults(self, request: pb.SetTenantDefaultsRequest, _: None) -> pb.Tenant:
@@ -119,4 +127,4 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
                 given.relevancy_window, "defaults.relevancy_window"
             ),
         )
-        return tenant_to_pb(await self._admin.set_defaults(request.name, defaults))
+        return tenant_to_pb(await self._admin.set_defaults(tenant_name(request.name), defaults))
