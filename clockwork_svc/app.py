@@ -138,7 +138,11 @@ async def start_node(
         node.extra_tasks.append(
             asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")
         )
-        node.ops = OpsServer(metrics, ready=lambda: True)
+        node.ops = OpsServer(
+            metrics,
+            ready=lambda: True,
+            alive=lambda: node.worker is None or node.worker.alive,
+        )
         await node.ops.start(settings.ops.host, settings.ops.port)
     except BaseException:
         await node.stop(settings)

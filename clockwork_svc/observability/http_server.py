@@ -15,9 +15,16 @@ CONTENT_TYPE_LATEST = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class OpsServer:
-    def __init__(self, metrics: Metrics, ready: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        ready: Callable[[], bool],
+        alive: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """`alive` false makes /healthz fail (a liveness probe then restarts the process)."""
         self._metrics = metrics
         self._ready = ready
+        self._alive = alive
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -44,7 +51,9 @@ class OpsServer:
         )
 
     async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+        if self._alive():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="a background loop has stopped\n")
 
     async def _readiness(self, request: web.Request) -> web.Response:
         if self._ready():

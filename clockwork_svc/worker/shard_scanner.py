@@ -98,6 +98,12 @@ class ShardScanner:
                 except StoreUnavailable as exc:
                     log.warning("shard %d: store unavailable, retrying: %s", self.shard, exc)
                     await asyncio.sleep(1.0)
+                except Fenced:
+                    raise
+                except Exception:
+                    # Never end quietly: an unscanned shard that stays owned is a stall.
+                    log.exception("shard %d: scan failed unexpectedly, retrying", self.shard)
+                    await asyncio.sleep(1.0)
                 await self._idle()
         except Fenced:
             log.warning("shard %d: fenced off by a newer owner (epoch %d)", self.shard, self.epoch)

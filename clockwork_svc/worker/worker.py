@@ -100,6 +100,15 @@ class Worker:
     def start(self) -> None:
         self._fire_task = asyncio.create_task(self._fire_loop(), name="worker-fire-loop")
         self._held_task = asyncio.create_task(self._release_held(), name="worker-held-check")
+        for task in (self._fire_task, self._held_task):
+            task.add_done_callback(_report_crash)
+
+    @property
+    def alive(self) -> bool:
+        """False once a background loop has died (see `_report_crash`)."""
+        return not any(
+            task is not None and task.done() for task in (self._fire_task, self._held_task)
+        )
 
     def add_shard(self, shard: int, epoch: int) -> None:
         if shard in self._scanners and self._scanners[shard].active:
@@ -173,18 +182,33 @@ class Worker:
         while True:
             for _, item in await self._queue.pop_due(1024):
                 self._metrics.due_backlog.dec()
-                if not item.scanner.active or not self._may_dispatch():
-                    # Not (or no longer surely) ours: the next owner reads it again.
-                    continue
-                if item.firing.ordering_key and not await self._sequencer.admit(item):
-                    continue  # parked until the key's previous delivery resolves
-                if await self._admitted(item):
-                    await self._slots.acquire()
-                    self._load.dispatched(self._clock.now_ms() - item.firing.fire_at_ms)
-                    task = asyncio.create_task(
-                        self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
+                try:
+                    await self._dispatch(item)
+                except StoreUnavailable as exc:
+                    # The ordering block or the tenant could not be read: try again soon.
+                    # (Nothing is held yet: re-admitting the same firing is safe.)
+                    self._metrics.store_errors.labels("admit").inc()
+                    log.warning(
+                        "firing %s: store unavailable, will retry: %s", item.firing.firing_id, exc
                     )
-                    self._track(item.firing.shard, task)
+                    self._push(self._retry_at(), item)
+                except Exception:
+                    log.exception("firing %s: admission failed; will retry", item.firing.firing_id)
+                    self._push(self._retry_at(), item)
+
+    async def _dispatch(self, item: Pending) -> None:
+        if not item.scanner.active or not self._may_dispatch():
+            # Not (or no longer surely) ours: the next owner reads it again.
+            return
+        if item.firing.ordering_key and not await self._sequencer.admit(item):
+            return  # parked until the key's previous delivery resolves
+        if await self._admitted(item):
+            await self._slots.acquire()
+            self._load.dispatched(self._clock.now_ms() - item.firing.fire_at_ms)
+            task = asyncio.create_task(
+                self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
+            )
+            self._track(item.firing.shard, task)
 
     async def _admitted(self, item: Pending) -> bool:
         """Apply the tenant's limits; a firing not admitted now is parked, not dropped."""
@@ -210,7 +234,11 @@ class Worker:
         while True:
             await asyncio.sleep(self._settings.held_check_s)
             for tenant in list(self._held):
-                limits = await self._tenants.limits(tenant) if self._tenants else NO_LIMITS
+                try:
+                    limits = await self._tenants.limits(tenant) if self._tenants else NO_LIMITS
+                except StoreUnavailable as exc:
+                    log.warning("tenant %s: store unavailable, still held: %s", tenant, exc)
+                    continue
                 if limits.paused:
                     continue
                 now_ms = self._clock.now_ms()
@@ -257,9 +285,11 @@ class Worker:
             self._slots.release()
             self._unblock(firing.tenant)
 
+    def _retry_at(self) -> int:
+        return self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
+
     def _retry_later(self, item: Pending) -> None:
-        retry_at = self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
-        self._push(retry_at, dataclasses.replace(item, reserved=True))
+        self._push(self._retry_at(), dataclasses.replace(item, reserved=True))
 
     async def stop(self) -> None:
         """Stop scanning, let in-flight deliveries finish (bounded), release shards."""
@@ -278,3 +308,10 @@ class Worker:
             if still_running:
                 await asyncio.wait(still_running)
                 log.warning("abandoned %d in-flight deliveries at shutdown", len(still_running))
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """A background loop must never end quietly: a worker that scans but does not fire
+    would look healthy. Log loudly; `Worker.alive` turns false, failing /healthz."""
+    if not task.cancelled() and task.exception() is not None:
+        log.critical("%s ended unexpectedly", task.get_name(), exc_info=task.exception())

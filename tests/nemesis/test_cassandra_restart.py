@@ -2,7 +2,11 @@
 the api and the workers ride out the outage (the driver reconnects; the worker keeps
 firings in memory and retries them), and every acknowledged write survives, since the
 node syncs its commit log before acknowledging. The test runs its own node (a tmp
-state dir): start-up takes 10-20 s."""
+state dir): start-up takes 10-20 s.
+
+This nemesis found a bug: a tenant lookup failing during the outage ended the worker's
+fire loop silently (it scanned on, fired nothing). Regression test:
+tests/unit/worker/test_worker_store_outage.py."""
 
 from __future__ import annotations
 
@@ -35,12 +39,6 @@ def own_cassandra(tmp_path: Path) -> Iterator[Running]:
         node.destroy()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug found by this nemesis: after Cassandra is killed and restarted, the "
-    "workers log no more store errors but deliver nothing (573 of 665 lost in the first "
-    "run); see docs/reliability.md. Strict: passes once fixed, and then fails as XPASS.",
-)
 async def test_cassandra_kill_9_and_restart(
     own_cassandra: Running, make_cluster: MakeCluster, sink: RecordingSink
 ) -> None:
