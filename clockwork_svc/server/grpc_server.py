@@ -20,6 +20,7 @@ from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
 from clockwork_svc.server.cluster_servicer import ClusterServicer
+from clockwork_svc.server.decoding import RequestDecoding
 from clockwork_svc.server.servicer import SchedulerServicer
 from clockwork_svc.server.tenant_servicer import TenantServicer
 from clockwork_svc.tenancy import TenantAdmin
@@ -61,7 +62,8 @@ async def start_server(
     load: LoadSource | None = None,
 ) -> RunningServer:
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(auth, tokens)],
+        # Outermost first: authenticate, then decode the request.
+        interceptors=[AuthInterceptor(auth, tokens), RequestDecoding()],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
