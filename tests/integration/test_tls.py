@@ -23,7 +23,16 @@ def openssl(*args: str, cwd: Path) -> None:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
+    return make_pki(tmp_path_factory.mktemp("certs"), "clockwork-test-ca")
+
+
+@pytest.fixture(scope="module")
+def other_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second, unrelated CA with its own client certificate."""
+    return make_pki(tmp_path_factory.mktemp("other-certs"), "some-other-ca")
+
+
+def make_pki(d: Path, ca_name: str) -> Path:
     openssl(
         "req",
         "-x509",
@@ -33,7 +42,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "-days",
         "2",
         "-subj",
-        "/CN=clockwork-test-ca",
+        f"/CN={ca_name}",
         "-keyout",
         "ca.key",
         "-out",
@@ -134,4 +143,30 @@ async def test_mutual_tls_rejects_a_client_without_a_certificate(
         no_cert, cert_file=certs / "client.crt", key_file=certs / "client.key"
     )
     async with ClockworkClient(with_cert) as c:
+        assert (await c.list()).schedules == []
+
+
+async def test_mutual_tls_rejects_a_client_certificate_from_another_ca(
+    mtls_node: app.Node, certs: Path, other_certs: Path
+) -> None:
+    """The client trusts the server, and presents a well-formed certificate, but one the
+    server's client CA did not sign: the handshake fails (see also the no-certificate
+    case above)."""
+    foreign = ClientSettings(
+        address(mtls_node),
+        tenant="t",
+        ca_file=certs / "ca.crt",
+        cert_file=other_certs / "client.crt",
+        key_file=other_certs / "client.key",
+        timeout_s=3,
+    )
+    async with ClockworkClient(foreign) as c:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await c.list()
+        assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    # The same client with the right CA's certificate gets in.
+    own = dataclasses.replace(
+        foreign, cert_file=certs / "client.crt", key_file=certs / "client.key"
+    )
+    async with ClockworkClient(own) as c:
         assert (await c.list()).schedules == []
