@@ -276,6 +276,9 @@ class Server(abc.ABC):
         last_error = "no probe yet"
         while True:
             if not is_alive(pid):
+                # Children it started (a supervisor's components) may live on in its
+                # process group: take them down too, or they hold ports and memory.
+                kill_group(pid)
                 self.pid_path.unlink(missing_ok=True)
                 raise self._failure(f"{self.name} (pid {pid}) exited during startup")
             remaining = deadline - time.monotonic()
