@@ -203,9 +203,12 @@ async def test_a_long_scan_does_not_block_the_event_loop(
     assert len(got) == count
     assert [f.sort_key for f in got] == sorted(f.sort_key for f in firings)
     assert pages_followed >= 2  # 12,000 and 8,000 rows in pages of 5,000
-    # The loop kept running throughout the scan: it never stalled for long.
+    # The loop kept running throughout the scan: no single step held it for a large part
+    # of the scan (a synchronous fetch of all pages would hold it for nearly all of it).
+    # Relative, not absolute: on a loaded shared machine one page's conversion alone can
+    # take a few hundred ms.
     assert len(gaps) >= duration / 0.05, (len(gaps), duration)
-    assert max(gaps) < 0.25, max(gaps)
+    assert max(gaps) < 0.6 * duration, (max(gaps), duration)
 
 
 def _firing(shard: int, fire_at_ms: int) -> Firing:
