@@ -16,8 +16,10 @@ got and what the API says happened.
 FIRE_LATEST, the worker that dispatches occurrence `o` at time `s` writes as the next
 one the latest occurrence at or before `s` (if the one after `o` is already past).
 The occurrences strictly between `o` and that one are skipped by design and are
-counted as `skipped`, not lost. `s` is the first attempt's execution start (from
-ListExecutions), or else the first arrival of `o` at the sink, which is later.
+counted as `skipped`, not lost. `s` is the first attempt's (latest recorded) execution
+start (from ListExecutions), or else the first arrival of `o` at the sink, which is
+later. An arrival earlier than the recorded start comes from a worker that died before
+recording its attempt; the re-dispatch's plan is the one that stands.
 
 `check(expected_due, received)` is the simple form (one-shots, no API): every
 expected id must arrive.
@@ -123,7 +125,9 @@ class Outcomes:
     dead_lettered: set[str] = field(default_factory=set)
     expired: set[str] = field(default_factory=set)
     started_ms: dict[str, int] = field(default_factory=dict)
-    """Delivery id -> earliest start of a first attempt (ListExecutions)."""
+    """Delivery id -> latest start of a first attempt (ListExecutions): when a worker
+    dies after dispatching, the next owner dispatches again and its plan is the one
+    that stands."""
 
 
 @dataclass
@@ -293,10 +297,12 @@ def _skipped_by_misfire(
     for ids in expectations.series.values():
         times = [firings[d].occurrence_ms for d in ids]
         for i, d in enumerate(ids):
-            started = [t for t in (outcomes.started_ms.get(d), first_seen.get(d)) if t]
-            if not started:
+            # The recorded dispatch governs when there is one: an earlier arrival can come
+            # from a worker that died before recording, whose plan the re-dispatch
+            # replaced. Without a record, the first arrival (later than its dispatch).
+            dispatched = outcomes.started_ms.get(d) or first_seen.get(d)
+            if not dispatched:
                 continue  # never dispatched: it wrote no next occurrence
-            dispatched = min(started)
             # The occurrence the dispatch of `d` armed: the latest at or before it, if
             # the next one was already past; everything strictly between is skipped.
             later = [j for j in range(i + 1, len(ids)) if times[j] <= dispatched]
@@ -342,7 +348,7 @@ async def collect_outcomes(
                 if e.attempt == 1:
                     started = e.start_time.seconds * 1000 + e.start_time.nanos // 1_000_000
                     known = outcomes.started_ms.get(e.delivery_id)
-                    outcomes.started_ms[e.delivery_id] = min(started, known or started)
+                    outcomes.started_ms[e.delivery_id] = max(started, known or started)
             token = reply.next_page_token
             if not token:
                 break

@@ -87,6 +87,12 @@ def test_misfire_skips_are_excused_only_behind_a_late_dispatch() -> None:
     # The execution start, when known, is what counts (earlier than the arrival):
     # dispatched at 1,500, it armed 1,000, which never came, so 1,000 and 2,000 are lost.
     assert judge(exp, late, Outcomes(started_ms={"o0": 1500})).lost == ["o1000", "o2000"]
+    # A worker delivered o0 at 500 and died before recording it; the next owner
+    # dispatched o0 again at 3,200 (recorded) and armed 3,000: 1,000 and 2,000 are
+    # skipped by design, although the first arrival was on time.
+    crashed = [rx("o0", 500), rx("o0", 3300), rx("o3000", 3310), rx("o4000", 4005)]
+    report = judge(exp, crashed, Outcomes(started_ms={"o0": 3200}))
+    assert report.lost == [] and report.skipped == 2
     # On time, nothing is excused: a missing occurrence is lost.
     on_time = [rx("o0", 5), rx("o1000", 1005), rx("o3000", 3005), rx("o4000", 4005)]
     assert judge(exp, on_time).lost == ["o2000"]
