@@ -28,6 +28,9 @@ from clockwork_svc.worker.tenant_gates import TenantGates, Verdict
 
 log = logging.getLogger(__name__)
 
+# While dispatch is not allowed, a due firing is looked at again this much later.
+_PAUSED_RECHECK_MS = 100
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
@@ -92,6 +95,7 @@ class Worker:
         self._fire_task: asyncio.Task[None] | None = None
         self._held_task: asyncio.Task[None] | None = None
         self._load = LoadTracker(clock.now_ms())
+        self._dispatch_paused = False
 
     @property
     def owned_shards(self) -> dict[int, int]:
@@ -197,9 +201,23 @@ class Worker:
                     self._push(self._retry_at(), item)
 
     async def _dispatch(self, item: Pending) -> None:
-        if not item.scanner.active or not self._may_dispatch():
-            # Not (or no longer surely) ours: the next owner reads it again.
+        if not item.scanner.active:
+            # The shard was dropped: its next scanner (here or elsewhere) reads it again.
             return
+        if not self._may_dispatch():
+            # Ownership in doubt (the lease deadline is near): hold the firing back, do
+            # not drop it. Its scanner still counts it as pending and will not read it
+            # again, so dropping it here lost it for as long as the shard stayed ours
+            # (a late keepalive answer that arrives after all keeps every shard).
+            # If the shard is dropped meanwhile, the check above discards it.
+            if not self._dispatch_paused:
+                self._dispatch_paused = True
+                log.warning("dispatch paused: lease deadline near; holding due firings")
+            self._push(self._clock.now_ms() + _PAUSED_RECHECK_MS, item)
+            return
+        if self._dispatch_paused:
+            self._dispatch_paused = False
+            log.warning("dispatch resumed")
         if item.firing.ordering_key and not await self._sequencer.admit(item):
             return  # parked until the key's previous delivery resolves
         if await self._admitted(item):
