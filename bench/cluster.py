@@ -45,7 +45,8 @@ class BenchCluster:
             "CLOCKWORK_KEYSPACE": self.keyspace,
             "CLOCKWORK_ETCD": etcd,
             "CLOCKWORK_CLUSTER": self.name,
-            "CLOCKWORK_LOG_LEVEL": "WARNING",
+            # BENCH_LOG_LEVEL=INFO (or DEBUG) to see the processes' own logs in run_dir.
+            "CLOCKWORK_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
             "CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT": "60",
         }
         self.api: ClockworkProcess | None = None
