@@ -1,5 +1,6 @@
 """Process settings: one frozen object built at start-up (by the CLI, from flags and
-environment variables) and passed explicitly. Nothing reads the environment elsewhere.
+environment variables) and passed explicitly. Nothing reads the environment elsewhere
+(the one variable read here, not by the CLI, is the test-only fencing switch below).
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ class OpsSettings:
     log_json: bool | None = None
 
 
+UNSAFE_DISABLE_FENCING_ENV = "CLOCKWORK_UNSAFE_DISABLE_FENCING_FOR_TESTS"
+"""UNSAFE, for tests only: set to 1 to switch off the worker's fencing (see
+`ProcessSettings.unsafe_disable_fencing_for_tests`). Deliberately not a CLI flag."""
+
+
+def _unsafe_fencing_disabled() -> bool:
+    return os.environ.get(UNSAFE_DISABLE_FENCING_ENV, "") == "1"
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -111,3 +121,8 @@ class ProcessSettings:
     # Kafka bootstrap servers for Kafka targets ("host:port[,host:port]"); None: a
     # firing with a Kafka target fails permanently with a clear error.
     kafka: str | None = None
+    # UNSAFE, TESTS ONLY ("test the test", tests/nemesis/test_fencing_switch.py): the
+    # worker ignores its lease deadline when dispatching and the store's epoch fence on
+    # cursor writes, so a stale owner keeps firing. Only from the environment variable
+    # UNSAFE_DISABLE_FENCING_ENV=1; the worker logs a warning at start-up when it is on.
+    unsafe_disable_fencing_for_tests: bool = field(default_factory=_unsafe_fencing_disabled)
