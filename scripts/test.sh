@@ -12,6 +12,11 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
 fi
 
+if ! command -v nft >/dev/null || ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
+  log "installing nftables and libfaketime (partition and clock-jump nemeses; Debian packages)"
+  apt-get update -qq && apt-get install -y -qq nftables libfaketime >/dev/null
+fi
+
 log "python environment"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
