@@ -27,7 +27,8 @@ What a jump does (read from the code, checked by these tests):
 both tests are marked xfail (not strict: the failures depend on timing) until fixed:
 
 - -8 s: duplicated 40 (firings delivered twice), another run passed cleanly;
-  +2.5 s, within the settle window: lost 7, lost 2, and once lost 0 but duplicated 51; +8 s: lost 41. The jumped worker
+  +2.5 s, within the settle window: lost 7, lost 2, and once lost 0 but duplicated
+  51; +8 s: lost 41. The jumped worker
   also lost its lease once right after each step ("keepalive failed: TimeoutError()")
   and its shards moved. Causes not isolated; suspects: the Cassandra driver stamps
   writes with the client's wall clock (it logs "Clock skew detected"), and the settle
