@@ -4,7 +4,8 @@ Reading model (see docs/architecture.md, "Firing path"):
 - a forward scan reads [scanned_to, now + lookahead) every poll;
 - a sweep re-reads [now - settle, scanned_to) every sweep interval, catching rows
   whose write finished after the forward scan passed their due time (writers never
-  write a firing due before their own "now", so `settle` bounds that window);
+  write a firing due before their own "now", so `settle` bounds that window); on a
+  sweep poll the two are one read, [now - settle, now + lookahead);
 - the cursor advances to the oldest unfinished firing, or now - settle, whichever
   is earlier, and is persisted with the owner's epoch; a rejected advance means
   another worker owns the shard, and this scanner stops at once.
@@ -88,10 +89,11 @@ class ShardScanner:
             while self.active:
                 now_m = self._clock.monotonic()
                 try:
-                    await self._forward_scan()
                     if now_m - last_sweep >= self._settings.sweep_interval_ms / 1000:
-                        await self._sweep()
+                        await self._sweep_and_scan()
                         last_sweep = now_m
+                    else:
+                        await self._forward_scan()
                     if now_m - last_advance >= self._settings.cursor_interval_ms / 1000:
                         await self._advance_cursor()
                         last_advance = now_m
@@ -134,10 +136,14 @@ class ShardScanner:
         upper = self._clock.now_ms() + self._settings.lookahead_ms
         self._scanned_to = await self._read(self._scanned_to, upper)
 
-    async def _sweep(self) -> None:
-        lower = max(self._position, self._clock.now_ms() - self._settings.settle_ms)
-        if lower < self._scanned_to:
-            await self._read(lower, self._scanned_to)
+    async def _sweep_and_scan(self) -> None:
+        """The sweep and the forward scan as one read: [now - settle, now + lookahead)
+        is one contiguous range, so one request per page instead of two."""
+        now = self._clock.now_ms()
+        lower = min(max(self._position, now - self._settings.settle_ms), self._scanned_to)
+        self._scanned_to = max(
+            self._scanned_to, await self._read(lower, now + self._settings.lookahead_ms)
+        )
 
     async def _read(self, lower_ms: int, upper_ms: int) -> int:
         """Read [lower, upper); returns how far it got (less than upper under backpressure)."""
