@@ -25,11 +25,13 @@ node on first use.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shlex
 import shutil
+import signal
 import ssl
 import subprocess
 import time
@@ -40,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .etcd import Etcd, _go, _go_env, _run
-from .process import file_lock
+from .process import file_lock, wait_for_exit
 from .server import InfraError, LaunchSpec, ProbeError, Server
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ MARKER = "built.json"
 ADMIN_TOKEN = "clockwork-infra-admin"
 NODE_NAME = "kwok-node-0"
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+COMPONENT_STOP_S = 10
+"""How long the supervisor waits for the components after SIGTERM before SIGKILL
+(below ``Kube.stop_timeout``, so a harness stop is graceful)."""
 
 # What kwok does to the objects it manages (its Stage API): a new fake node becomes
 # Ready; a pod bound to it becomes Running and Ready; a pod being deleted goes away
@@ -317,6 +322,22 @@ class Kube(Server):
             "CLOCKWORK_KUBE_VERSION": self.version,
         }
 
+    def _stop_locked(self, timeout: float) -> None:
+        """Stop the supervisor's group, then any component still running from this
+        state dir: one whose supervisor died by SIGKILL alone (the OOM killer, a
+        stray ``kill``) has no live group leader, which the generic stop needs."""
+        super()._stop_locked(timeout)
+        strays = _component_pids(self.dir, {*self._binary_paths()})
+        for pid in strays:
+            log.warning("kube: killing orphaned component pid %d", pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            wait_for_exit(pid, 10.0)
+
+    def _binary_paths(self) -> list[str]:
+        return [str(self._etcd.etcd_bin), *(str(self.bin_dir / name) for name in _BINARIES)]
+
     # --- building -------------------------------------------------------------------
 
     def _is_built(self) -> bool:
@@ -405,12 +426,27 @@ def _staging_modules(go_mod: str) -> list[str]:
 
 
 def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, cert: Path) -> str:
-    """A bash script: start the components in order, each with its own log, and exit
-    when any of them exits (the survivors share the process group, which stop/kill
-    signal as a whole). The controllers start once the apiserver listens and has
-    written its serving certificate (the controller-manager publishes it as the
+    """A bash script: start the components in order, each with its own log; when any of
+    them exits, or the script gets SIGTERM/SIGINT, stop the others (SIGTERM, SIGKILL
+    after ``COMPONENT_STOP_S``) and exit, so a dead component never leaves the rest
+    running without a supervisor. The controllers start once the apiserver listens and
+    has written its serving certificate (the controller-manager publishes it as the
     root CA and exits if the file is missing)."""
-    lines = ["set -u"]
+    lines = [
+        "set -u",
+        "stop() {",
+        "  trap '' TERM INT",
+        "  kill -TERM $(jobs -pr) 2>/dev/null",
+        f"  for _ in $(seq {COMPONENT_STOP_S * 5}); do",
+        '    [ -z "$(jobs -pr)" ] && break',
+        "    sleep 0.2",
+        "  done",
+        "  kill -KILL $(jobs -pr) 2>/dev/null",
+        "  wait",
+        '  exit "$1"',
+        "}",
+        "trap 'stop 0' TERM INT",
+    ]
     for name, argv in commands.items():
         if name == "controller-manager":
             lines.append(
@@ -423,9 +459,24 @@ def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, ce
         "wait -n",
         'echo "clockwork-infra: a control-plane component exited; last log lines:" >&2',
         f"tail -n 15 {shlex.quote(str(logs))}/*.log >&2",
-        "exit 1",
+        "stop 1",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _component_pids(state: Path, binaries: set[str]) -> list[int]:
+    """Processes running one of ``binaries`` with a path under ``state`` in their argv."""
+    marker = f"{state}/"
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # exited meanwhile
+            continue
+        words = [arg.decode(errors="replace") for arg in argv if arg]
+        if words and words[0] in binaries and any(marker in word for word in words[1:]):
+            pids.append(int(cmdline.parent.name))
+    return pids
 
 
 def _clean_env() -> dict[str, str]:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
+from tests.conftest import require_server
 from tests.support.sink import RecordingSink
+
+CompletedText = subprocess.CompletedProcess[str]
 
 
 @pytest.fixture
@@ -15,3 +21,32 @@ async def sink() -> AsyncIterator[RecordingSink]:
     receiver = await RecordingSink().start()
     yield receiver
     await receiver.stop()
+
+
+@dataclass(frozen=True)
+class KubeControlPlane:
+    """The control plane and tools that `python -m e2e.infra up` started and built."""
+
+    kubeconfig: str
+    kubectl: str
+    helm: str
+    version: str
+    """e.g. ``1.37.2``, without the ``v``."""
+
+    def run(self, *argv: str, stdin: str | None = None, timeout: float = 90) -> CompletedText:
+        """Run ``argv`` (kubectl/helm) against this control plane; never raises on exit codes."""
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        return subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, env=env, timeout=timeout
+        )
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane() -> KubeControlPlane:
+    """Skips without `CLOCKWORK_KUBECONFIG` (fails under `CLOCKWORK_REQUIRE_INFRA=1`)."""
+    return KubeControlPlane(
+        kubeconfig=require_server("CLOCKWORK_KUBECONFIG"),
+        kubectl=require_server("CLOCKWORK_KUBECTL"),
+        helm=require_server("CLOCKWORK_HELM"),
+        version=require_server("CLOCKWORK_KUBE_VERSION"),
+    )
