@@ -57,6 +57,10 @@ class Store(Protocol):
     async def layout(self) -> ClusterLayout:
         """Shard count and bucket width, fixed when the cluster was created."""
 
+    async def server_time_ms(self) -> int:
+        """The store's own clock, ms since the epoch: the reference of cluster time
+        (`clockwork_svc.timekeeping`). An embedded store answers with this host's."""
+
     # --- schedules ---------------------------------------------------------------
 
     async def insert_schedule(self, schedule: Schedule) -> Schedule | None:

@@ -19,12 +19,14 @@ from clockwork_svc.delivery.http import HttpSink
 from clockwork_svc.delivery.kafka import KafkaSink
 from clockwork_svc.delivery.routing import RoutingSink
 from clockwork_svc.domain.model import ClusterLayout, ShardCursor
+from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.http_server import OpsServer
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.grpc_server import RunningServer, start_server
 from clockwork_svc.settings import ProcessSettings
 from clockwork_svc.tenancy import TenantAdmin, TenantView, TokenDirectory
+from clockwork_svc.timekeeping import StoreClock, WriteTimestamps
 from clockwork_svc.worker.worker import Worker
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ async def open_store(settings: ProcessSettings, clock: Clock) -> Store:
         username=c.username,
         password=c.password,
         connect_timeout_s=c.connect_timeout_s,
+        write_batch=c.write_batch,
     )
 
 
@@ -105,12 +108,17 @@ async def start_node(
     worker: bool,
     clock: Clock | None = None,
 ) -> Node:
-    clock = clock or SystemClock()
     metrics = Metrics()
+    store_clock: StoreClock | None = None
+    if clock is None and settings.store.kind == "cassandra":
+        clock = store_clock = StoreClock()
+    clock = clock or SystemClock()
     store = await open_store(settings, clock)
     layout = await store.layout()
     node = Node(store, metrics, layout)
     try:
+        if store_clock is not None:
+            await _use_cluster_time(node, store_clock, metrics)
         if worker:
             _start_worker(node, settings, clock)
         if api:
@@ -148,6 +156,24 @@ async def start_node(
         await node.stop(settings)
         raise
     return node
+
+
+async def _use_cluster_time(node: Node, clock: StoreClock, metrics: Metrics) -> None:
+    """Anchor `clock` on the store's clock, stamp the store's writes with it, keep it
+    anchored (`clockwork_svc.timekeeping`)."""
+    from clockwork_svc.storage.cassandra.store import CassandraStore
+
+    store = node.store
+    assert isinstance(store, CassandraStore)
+    store.use_write_timestamps(WriteTimestamps(clock))
+    try:
+        await clock.sync(store.server_time_ms)
+    except StoreUnavailable as exc:  # keep_synced retries; until then the host's clock
+        log.warning("cluster time: cannot sample the store's clock yet: %s", exc)
+    metrics.host_clock_skew.set_function(lambda: clock.host_skew_ms() / 1000)
+    node.extra_tasks.append(
+        asyncio.create_task(clock.keep_synced(store.server_time_ms), name="cluster-time")
+    )
 
 
 def _load_source(node: Node, settings: ProcessSettings) -> LoadSource | None:

@@ -29,6 +29,8 @@ class CassandraSettings:
     password: str | None = None
     # How long start-up keeps retrying an unreachable cluster before giving up.
     connect_timeout_s: float = 120.0
+    # Most per-firing upserts coalesced into one batch request (1: each sent alone).
+    write_batch: int = 32
 
 
 @dataclass(frozen=True, slots=True)

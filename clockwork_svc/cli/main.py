@@ -140,6 +140,14 @@ def _cassandra_options(fn: Any) -> Any:
         show_default=True,
         help="Seconds to keep retrying an unreachable cluster at start-up.",
     )(fn)
+    fn = click.option(
+        "--cassandra-write-batch",
+        envvar="CLOCKWORK_CASSANDRA_WRITE_BATCH",
+        type=click.IntRange(1, 256),
+        default=32,
+        show_default=True,
+        help="Most per-firing upserts a worker sends as one batch request (1: each alone).",
+    )(fn)
     return fn
 
 
@@ -169,6 +177,7 @@ def _cassandra_settings(kw: dict[str, Any]) -> CassandraSettings:
         kw["cassandra_user"],
         kw["cassandra_password"],
         kw["cassandra_connect_timeout"],
+        kw["cassandra_write_batch"],
     )
 
 

@@ -89,6 +89,11 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.host_clock_skew = Gauge(
+            "clockwork_host_clock_skew_seconds",
+            "This host's wall clock minus cluster time (the store's clock), when in use",
+            registry=r,
+        )
         self.fenced = Counter(
             "clockwork_shard_fenced_total",
             "Shards dropped because a newer epoch owns them",

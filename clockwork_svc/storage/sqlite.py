@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -120,6 +121,9 @@ class SqliteStore:
     async def close(self) -> None:
         await self._run(self._conn.close)
         self._executor.shutdown(wait=True)
+
+    async def server_time_ms(self) -> int:
+        return time.time_ns() // 1_000_000  # embedded: the store is on this host
 
     async def layout(self) -> ClusterLayout:
         if self._layout is None:

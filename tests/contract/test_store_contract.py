@@ -89,6 +89,14 @@ async def test_layout_is_fixed_at_creation(store: Store) -> None:
     assert await store.layout() == LAYOUT
 
 
+async def test_server_time_is_the_stores_clock_in_ms(store: Store) -> None:
+    # The servers under test run on this host: their clock is ours, within a request.
+    before = time.time_ns() // 1_000_000
+    server = await store.server_time_ms()
+    after = time.time_ns() // 1_000_000
+    assert before - 50 <= server <= after + 50
+
+
 async def test_insert_and_get_round_trips_every_field(store: Store) -> None:
     s = make_schedule(tenant(), "a/b:c=d.e-f_g")
     assert await store.insert_schedule(s) is None

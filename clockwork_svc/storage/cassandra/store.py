@@ -13,7 +13,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
+from clockwork_svc.storage.cassandra.write_batcher import WriteBatcher
 
 T = TypeVar("T")
 
@@ -94,6 +95,7 @@ class _Statements:
     replace_tenant: Any
     put_token_owner: Any
     token_owner: Any
+    server_time: Any
     record_dead_letter: Any
     get_ordering_block: Any
     set_ordering_block: Any
@@ -220,6 +222,8 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
             True,
         ),
         "token_owner": (f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
+        # The coordinator's clock (now() is a time-based UUID made by the coordinator).
+        "server_time": ("SELECT toUnixTimestamp(now()) AS now_ms FROM system.local", True),
         "get_ordering_block": (
             f"SELECT delivery_id FROM {ks}.ordering_blocks WHERE tenant = ? AND ordering_key = ?",
             True,
@@ -279,9 +283,12 @@ class CassandraStore:
         statements: _Statements,
         layout: ClusterLayout,
         firing_retention_s: int,
+        write_batch: int = 32,
     ) -> None:
         self._cluster = cluster
         self._session = session
+        # The per-firing upserts (execution, runtime columns, ordering block, done).
+        self._writes = WriteBatcher(session, max_statements=write_batch)
         self._st = statements
         self._layout = layout
         self._retention_s = firing_retention_s
@@ -297,6 +304,7 @@ class CassandraStore:
         username: str | None = None,
         password: str | None = None,
         connect_timeout_s: float = 60.0,
+        write_batch: int = 32,
     ) -> CassandraStore:
         """Connect (retrying an unreachable cluster until `connect_timeout_s`), check the
         keyspace's schema and layout, and prepare every statement."""
@@ -314,15 +322,27 @@ class CassandraStore:
         except BaseException:
             await connecting.shutdown(cluster)
             raise
-        return cls(cluster, session, statements, layout, retention_s)
+        return cls(cluster, session, statements, layout, retention_s, write_batch)
 
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            await self._writes.drain()
             await connecting.shutdown(self._cluster)
 
     async def layout(self) -> ClusterLayout:
         return self._layout
+
+    async def server_time_ms(self) -> int:
+        row = await bridge.first(self._session, self._st.server_time)
+        if row is None:  # system.local always has its one row
+            raise StoreUnavailable("system.local returned no row")
+        return int(row["now_ms"])
+
+    def use_write_timestamps(self, timestamps: Callable[[], int]) -> None:
+        """Take every write's timestamp (microseconds) from `timestamps` instead of
+        the driver's own generator, which reads this host's wall clock."""
+        self._cluster.timestamp_generator = timestamps
 
     # --- schedules -------------------------------------------------------------------
 
@@ -421,7 +441,7 @@ class CassandraStore:
 
     async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
         p = progress
-        await self._run(
+        await self._writes.write(
             self._st.record_progress,
             (
                 p.next_fire_ms,
@@ -537,7 +557,7 @@ class CassandraStore:
 
     async def mark_done(self, firing: Firing) -> None:
         f = firing
-        await self._run(
+        await self._writes.write(
             self._st.mark_done,
             (
                 firing_ttl_s(f.fire_at_ms, self._retention_s, time.time()),
@@ -597,7 +617,7 @@ class CassandraStore:
 
     async def record_execution(self, execution: Execution) -> None:
         e = execution
-        await self._run(
+        await self._writes.write(
             self._st.record_execution,
             (
                 e.tenant,
@@ -641,7 +661,7 @@ class CassandraStore:
         return str(row["delivery_id"] or "") if row is not None else ""
 
     async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
-        await self._run(self._st.set_ordering_block, (tenant, ordering_key, delivery_id))
+        await self._writes.write(self._st.set_ordering_block, (tenant, ordering_key, delivery_id))
 
     # --- dead letters -------------------------------------------------------------------------
 

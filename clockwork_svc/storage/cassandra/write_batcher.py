@@ -1,0 +1,174 @@
+"""Group commit for the worker's per-firing upserts.
+
+A worker finishing hundreds of deliveries a second issues, per firing, the same few
+single-row upserts (the execution, the schedule's runtime columns, `done`). Each one
+sent alone costs a driver request: a future, a callback on the driver's thread, a hop
+back to the event loop; on two cores that client-side cost, not Cassandra, bounds the
+firing rate. `WriteBatcher` collects the upserts issued within one event-loop turn
+and sends them as one UNLOGGED batch: one request, one round trip.
+
+What a caller sees is unchanged: `write` returns once its statement is applied, or
+raises the batch's error (every statement of a failed batch fails; they are
+idempotent, so the caller's retry is safe). A caller that awaits write A before
+issuing write B still has A applied first: B goes in a later batch.
+
+Bounds: at most `max_statements` per batch and about `max_bytes` of values (below
+Cassandra's `batch_size_fail_threshold`, 50 KiB by default). The batch spans
+partitions, so its atomicity is not relied on (UNLOGGED makes none); the coordinator
+applies each mutation as it would a single write. Cassandra answers such batches
+with a warning ("Unlogged batch covering N partitions", "Batch ... exceeding
+specified threshold"), which the driver would log once per batch; those two are
+dropped here (`quiet_batch_warnings`): they are expected, and the server logs them
+too (its `unlogged_batch_across_partitions_warn_threshold` and
+`batch_size_warn_threshold` settings raise them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra.query import BatchStatement, BatchType
+
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra import bridge
+
+_VALUE_OVERHEAD = 16
+"""Bytes counted per bound value on top of its own length (type and length headers)."""
+
+
+@dataclass(slots=True)
+class _Write:
+    statement: Any
+    params: Sequence[Any]
+    done: asyncio.Future[None]
+
+
+class _QuietBatchWarnings(logging.Filter):
+    _EXPECTED = ("Unlogged batch covering", "Batch for ")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != "Server warning: %s" or not record.args:
+            return True
+        args = record.args if isinstance(record.args, tuple) else (record.args,)
+        return not str(args[0]).startswith(self._EXPECTED)
+
+
+_QUIET = _QuietBatchWarnings()
+
+
+def quiet_batch_warnings() -> None:
+    """Drop the driver's log lines for Cassandra's expected batch warnings (idempotent)."""
+    protocol_log = logging.getLogger("cassandra.protocol")
+    if _QUIET not in protocol_log.filters:
+        protocol_log.addFilter(_QUIET)
+
+
+def _settle(write: _Write, error: BaseException | None) -> None:
+    if write.done.done():  # its caller was cancelled
+        return
+    if error is None:
+        write.done.set_result(None)
+    else:
+        write.done.set_exception(error)
+
+
+def _size(params: Sequence[Any]) -> int:
+    return sum(_VALUE_OVERHEAD + (len(v) if isinstance(v, str | bytes) else 8) for v in params)
+
+
+class WriteBatcher:
+    def __init__(self, session: Any, *, max_statements: int = 32, max_bytes: int = 24_576):
+        if max_statements < 1:
+            raise ValueError("max_statements must be >= 1")
+        quiet_batch_warnings()
+        self._session = session
+        self._max_statements = max_statements
+        self._max_bytes = max_bytes
+        self._pending: list[_Write] = []
+        self._pending_bytes = 0
+        self._flush_scheduled = False
+        self._sending: set[asyncio.Task[None]] = set()
+        self.batches_sent = 0
+        self.statements_sent = 0
+
+    async def write(self, statement: Any, params: Sequence[Any]) -> None:
+        """Apply one idempotent upsert (prepared `statement`, bound `params`)."""
+        loop = asyncio.get_running_loop()
+        if self._max_statements == 1:
+            self._count(1)
+            await bridge.execute(self._session, statement, params)
+            return
+        size = _size(params)
+        if self._pending and self._pending_bytes + size > self._max_bytes:
+            self._flush()
+        write = _Write(statement, params, loop.create_future())
+        self._pending.append(write)
+        self._pending_bytes += size
+        if len(self._pending) >= self._max_statements:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        await write.done
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._pending:
+            return
+        writes, self._pending, self._pending_bytes = self._pending, [], 0
+        task = asyncio.create_task(self._send(writes), name="cassandra-write-batch")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, writes: list[_Write]) -> None:
+        self._count(len(writes))
+        try:
+            if len(writes) == 1:
+                await bridge.execute(self._session, writes[0].statement, writes[0].params)
+            else:
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                batch.is_idempotent = True
+                for w in writes:
+                    batch.add(w.statement, w.params)
+                await bridge.execute(self._session, batch)
+        except asyncio.CancelledError:
+            for w in writes:
+                w.done.cancel()
+            raise
+        except StoreUnavailable as exc:  # the whole request failed: so did every write
+            for w in writes:
+                _settle(w, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            if len(writes) == 1:
+                _settle(writes[0], exc)
+                return
+            # Refused (a bad value, say): one write must not fail the others. Each
+            # goes alone, and only the faulty one fails.
+            await asyncio.gather(*(self._send_alone(w) for w in writes))
+            return
+        for w in writes:
+            _settle(w, None)
+
+    async def _send_alone(self, write: _Write) -> None:
+        self._count(1)
+        try:
+            await bridge.execute(self._session, write.statement, write.params)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            _settle(write, exc)
+        else:
+            _settle(write, None)
+
+    def _count(self, statements: int) -> None:
+        self.batches_sent += 1
+        self.statements_sent += statements
+
+    async def drain(self) -> None:
+        """Send what is pending and wait for every batch in flight."""
+        self._flush()
+        while self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)

@@ -1,0 +1,108 @@
+"""The worker's group commit (storage/cassandra/write_batcher.py) on real Cassandra:
+writes issued together go as one batch and are all applied; one refused write fails
+alone; a size cap splits batches; an unreachable cluster fails every write."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra import bridge, connecting
+from clockwork_svc.storage.cassandra.write_batcher import WriteBatcher
+from tests.conftest import require_server
+
+pytestmark = pytest.mark.cassandra
+
+
+@pytest.fixture
+async def table() -> AsyncIterator[tuple[Any, Any, str]]:
+    """(session, prepared upsert, table): `t(k text, c int, v text, primary key (k, c))`."""
+    address = require_server("CLOCKWORK_CASSANDRA")
+    cluster, session = await connecting.connect([address], timeout_s=60)
+    ks = "batcher_" + uuid.uuid4().hex[:10]
+    profile = connecting.PROFILE_SCHEMA
+    await bridge.execute(
+        session,
+        f"CREATE KEYSPACE {ks} WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        profile=profile,
+    )
+    name = f"{ks}.t"
+    await bridge.execute(
+        session, f"CREATE TABLE {name} (k text, c int, v text, PRIMARY KEY (k, c))", profile=profile
+    )
+    upsert = await asyncio.to_thread(
+        session.prepare, f"INSERT INTO {name} (k, c, v) VALUES (?, ?, ?)"
+    )
+    yield session, upsert, name
+    await bridge.execute(session, f"DROP KEYSPACE {ks}", profile=profile)
+    await connecting.shutdown(cluster)
+
+
+async def rows(session: Any, name: str, key: str) -> dict[int, str]:
+    got = await bridge.fetch(
+        session, f"SELECT c, v FROM {name} WHERE k = %s", (key,), max_rows=10_000
+    )
+    return {r["c"]: r["v"] for r in got}
+
+
+async def test_writes_issued_together_go_as_few_batches_and_all_land(
+    table: tuple[Any, Any, str],
+) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=32)
+    keys = [f"k{uuid.uuid4().hex[:6]}-{i % 40}" for i in range(200)]  # ~40 partitions
+    await asyncio.gather(*(batcher.write(upsert, (k, i, f"v{i}")) for i, k in enumerate(keys)))
+    assert batcher.statements_sent == 200
+    assert batcher.batches_sent <= 200 // 32 + 1
+    for i, k in enumerate(keys):
+        assert (await rows(session, name, k))[i] == f"v{i}"
+
+
+async def test_one_refused_write_fails_alone(table: tuple[Any, Any, str]) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session)
+    key = uuid.uuid4().hex
+    good = [batcher.write(upsert, (key, i, "ok")) for i in range(5)]
+    bad = batcher.write(upsert, (key, "not an int", "x"))
+    results = await asyncio.gather(*good, bad, return_exceptions=True)
+    assert results[:5] == [None] * 5
+    assert isinstance(results[5], Exception) and not isinstance(results[5], StoreUnavailable)
+    assert await rows(session, name, key) == dict.fromkeys(range(5), "ok")
+
+
+async def test_a_size_cap_splits_batches(table: tuple[Any, Any, str]) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=100, max_bytes=4_096)
+    key = uuid.uuid4().hex
+    big = "x" * 1_000
+    await asyncio.gather(*(batcher.write(upsert, (key, i, big)) for i in range(20)))
+    assert batcher.batches_sent >= 5  # ~1 KiB each, 4 KiB per batch
+    assert len(await rows(session, name, key)) == 20
+
+
+async def test_one_at_a_time_when_the_limit_is_one(table: tuple[Any, Any, str]) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=1)
+    key = uuid.uuid4().hex
+    await asyncio.gather(*(batcher.write(upsert, (key, i, "v")) for i in range(10)))
+    assert batcher.batches_sent == batcher.statements_sent == 10
+    assert len(await rows(session, name, key)) == 10
+
+
+async def test_an_unreachable_cluster_fails_every_write(table: tuple[Any, Any, str]) -> None:
+    _, upsert, _ = table
+    address = require_server("CLOCKWORK_CASSANDRA")
+    cluster, session = await connecting.connect([address], timeout_s=60)
+    prepared = await asyncio.to_thread(session.prepare, upsert.query_string)
+    await connecting.shutdown(cluster)  # the session's connections are gone
+    batcher = WriteBatcher(session)
+    results = await asyncio.gather(
+        *(batcher.write(prepared, ("k", i, "v")) for i in range(4)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreUnavailable) for r in results), results
