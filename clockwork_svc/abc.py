@@ -86,6 +86,13 @@ class Store(Protocol):
         """Upsert the runtime columns written by workers. A no-op for a missing schedule
         is not required: it may create a partial row that `get_schedule` ignores."""
 
+    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
+        """Version `version` of the schedule has no occurrence left (a worker delivered
+        its last firing): from now on reads report it COMPLETED, with no next fire time
+        and `updated_ms` at least `at_ms`, provided it is still ACTIVE at that version.
+        A newer version (any change bumps it) is never affected. Idempotent, and not a
+        compare-and-set: cheap enough for the firing path."""
+
     # --- firings -----------------------------------------------------------------
 
     async def put_firings(self, firings: Sequence[Firing]) -> None:

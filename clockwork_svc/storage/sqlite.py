@@ -218,6 +218,24 @@ class SqliteStore:
             ),
         )
 
+    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
+        # One writer at a time: a conditional update is as cheap as any.
+        await self._run(
+            _execute_count,
+            self._conn,
+            "UPDATE schedules SET state = ?, next_fire_ms = NULL, "
+            "updated_ms = MAX(updated_ms, ?) WHERE tenant = ? AND key = ? AND version = ? "
+            "AND state = ?",
+            (
+                ScheduleState.COMPLETED.value,
+                at_ms,
+                tenant,
+                key,
+                version,
+                ScheduleState.ACTIVE.value,
+            ),
+        )
+
     # --- firings ---------------------------------------------------------------------
 
     async def put_firings(self, firings: Sequence[Firing]) -> None:

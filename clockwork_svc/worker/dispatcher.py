@@ -83,11 +83,6 @@ class Dispatcher:
         if plan.next_firing is not None:
             await self._store.put_firings([plan.next_firing])
             self._on_new_firing(plan.next_firing)
-        if plan.completes and schedule.state is ScheduleState.ACTIVE:
-            completed = dataclasses.replace(
-                schedule, state=ScheduleState.COMPLETED, updated_ms=now, next_fire_ms=None
-            )
-            await self._store.replace_schedule(completed, schedule.version)
         progress = plan.progress or Progress(
             schedule.next_fire_ms,
             schedule.last_fire_ms,
@@ -97,6 +92,10 @@ class Dispatcher:
         if plan.action is planning.Action.EXPIRE:
             execution = planning.expired(firing, now)
             await self._store.record_execution(execution)
+            if plan.completes and schedule.state is ScheduleState.ACTIVE:
+                await self._store.complete_schedule(
+                    schedule.tenant, schedule.key, schedule.version, now
+                )
             await self._unblock_ordering(firing)
             await self._finish(firing, dataclasses.replace(progress, last_outcome=Outcome.EXPIRED))
             self._metrics.firings.labels(Outcome.EXPIRED.value).inc()
@@ -140,6 +139,14 @@ class Dispatcher:
                 dataclasses.replace(progress, last_outcome=outcome),
             ),
         ]
+        if plan.completes and schedule.state is ScheduleState.ACTIVE:
+            # Its last occurrence: a plain upsert naming this version (not a compare-
+            # and-set), so it travels with the other writes.
+            writes.append(
+                self._store.complete_schedule(
+                    schedule.tenant, schedule.key, schedule.version, finished
+                )
+            )
         if outcome is Outcome.FAILED:
             writes.append(
                 self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))

@@ -193,6 +193,54 @@ async def test_replace_keeps_runtime_columns_and_progress_keeps_spec(store: Stor
     assert got.version == 2 and got.spec == s.spec and got.next_fire_ms == T0 + 11
 
 
+async def test_complete_marks_the_current_active_version_completed(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    await store.complete_schedule(t, "k", 1, T0 + 50)
+    await store.complete_schedule(t, "k", 1, T0 + 50)  # idempotent
+    got = await store.get_schedule(t, "k")
+    assert got == dataclasses.replace(
+        s, state=ScheduleState.COMPLETED, next_fire_ms=None, updated_ms=T0 + 50
+    )
+    listed = await store.list_schedules(t, None, 10)
+    assert [x.state for x in listed] == [ScheduleState.COMPLETED]
+
+
+async def test_complete_never_touches_a_newer_version_or_a_paused_one(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    updated = dataclasses.replace(s, version=2, updated_ms=T0 + 10)
+    assert await store.replace_schedule(updated, 1)
+    await store.complete_schedule(t, "k", 1, T0 + 50)  # the old version's last firing
+    assert await store.get_schedule(t, "k") == updated
+
+    paused = dataclasses.replace(updated, state=ScheduleState.PAUSED, version=3)
+    assert await store.replace_schedule(paused, 2)
+    await store.complete_schedule(t, "k", 3, T0 + 60)
+    assert await store.get_schedule(t, "k") == paused
+    resumed = dataclasses.replace(paused, state=ScheduleState.ACTIVE, version=4)
+    assert await store.replace_schedule(resumed, 3)
+    assert await store.get_schedule(t, "k") == resumed
+
+
+async def test_a_completed_schedule_can_still_change_version(store: Store) -> None:
+    """An update or cancel of a completed schedule is a compare-and-set on the version
+    read, as for any other state."""
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    await store.complete_schedule(t, "k", 1, T0 + 50)
+    completed = await store.get_schedule(t, "k")
+    assert completed is not None and completed.state is ScheduleState.COMPLETED
+    cancelled = dataclasses.replace(
+        completed, state=ScheduleState.CANCELLED, version=2, updated_ms=T0 + 70
+    )
+    assert await store.replace_schedule(cancelled, 1)
+    assert await store.get_schedule(t, "k") == cancelled
+
+
 async def test_scan_returns_firings_in_due_order_across_buckets(store: Store) -> None:
     shard = fresh_shard()
     times = [T0 + d for d in (0, 1, 59_999, 60_000, 60_001, 180_000, 3_600_000)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, TypeGuard
 
@@ -23,7 +24,7 @@ INDEX_PARTS = 16
 
 SCHEDULE_COLUMNS = (
     "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
-    "next_fire_ms, last_fire_ms, last_outcome, fired_count"
+    "next_fire_ms, last_fire_ms, last_outcome, fired_count, completed_version, completed_ms"
 )
 FIRING_COLUMNS = (
     "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
@@ -57,6 +58,20 @@ def is_firing(row: Row) -> bool:
 
 
 def schedule(row: Row) -> Schedule:
+    stored = _stored_schedule(row)
+    completed = row.get("completed_version")
+    if stored.state is ScheduleState.ACTIVE and completed == stored.version:
+        # Marked completed by a worker (`complete_schedule`) at this very version.
+        return dataclasses.replace(
+            stored,
+            state=ScheduleState.COMPLETED,
+            next_fire_ms=None,
+            updated_ms=max(stored.updated_ms, row.get("completed_ms") or 0),
+        )
+    return stored
+
+
+def _stored_schedule(row: Row) -> Schedule:
     return Schedule(
         tenant=row["tenant"],
         key=row["key"],

@@ -185,6 +185,16 @@ MIGRATIONS: list[Migration] = [
         ],
     ),
     (6, "tenant_defaults", ["ALTER TABLE $keyspace.tenants ADD IF NOT EXISTS defaults text"]),
+    (
+        7,
+        "completion_marker",
+        [
+            # A worker marks a version completed with a plain upsert, not a
+            # compare-and-set: reads apply the marker only to that version (rows.py).
+            "ALTER TABLE $keyspace.schedules ADD IF NOT EXISTS completed_version bigint",
+            "ALTER TABLE $keyspace.schedules ADD IF NOT EXISTS completed_ms bigint",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

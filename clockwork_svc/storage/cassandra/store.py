@@ -77,6 +77,7 @@ class _Statements:
     list_index: Any
     replace_schedule: Any
     record_progress: Any
+    complete_schedule: Any
     put_firing: Any
     get_firing: Any
     scan_bucket: Any
@@ -115,7 +116,8 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         "insert_schedule": (
             f"UPDATE {ks}.schedules SET id = ?, spec = ?, payload = ?, state = ?, version = ?, "
             "created_ms = ?, updated_ms = ?, shard = ?, next_fire_ms = ?, last_fire_ms = ?, "
-            "last_outcome = ?, fired_count = ? WHERE tenant = ? AND key = ? IF id = null",
+            "last_outcome = ?, fired_count = ?, completed_version = null "
+            "WHERE tenant = ? AND key = ? IF id = null",
             False,
         ),
         "select_schedule": (
@@ -139,6 +141,11 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         "record_progress": (
             f"UPDATE {ks}.schedules SET next_fire_ms = ?, last_fire_ms = ?, last_outcome = ?, "
             "fired_count = ? WHERE tenant = ? AND key = ?",
+            True,
+        ),
+        "complete_schedule": (
+            f"UPDATE {ks}.schedules SET completed_version = ?, completed_ms = ? "
+            "WHERE tenant = ? AND key = ?",
             True,
         ),
         # No `done` column: a re-put must never clear it.
@@ -452,6 +459,9 @@ class CassandraStore:
                 key,
             ),
         )
+
+    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
+        await self._writes.write(self._st.complete_schedule, (version, at_ms, tenant, key))
 
     # --- firings ---------------------------------------------------------------------
 
