@@ -29,12 +29,18 @@ log = logging.getLogger(__name__)
 class ScanSettings:
     lookahead_ms: int = 2_000
     settle_ms: int = 3_000
-    poll_interval_ms: int = 250
+    # Every poll that is also a sweep is one read of [now - settle, now + lookahead):
+    # with both at 1 s, each firing is read 1-2 s before it is due (and a late write
+    # within a second of its write), one request per shard per second. A forward scan
+    # between sweeps would only read the far end of the window again.
+    poll_interval_ms: int = 1_000
     sweep_interval_ms: int = 1_000
-    cursor_interval_ms: int = 1_000
+    # A cursor write is a compare-and-set (Paxos) on the epoch: every 5 s per shard,
+    # not every second. A takeover re-reads at most that much more (done rows skipped).
+    cursor_interval_ms: int = 5_000
     # While the cursor cannot move (nothing to advance past), still confirm the epoch
     # this often, so a fenced owner drops the shard even without progress to write.
-    fence_check_interval_ms: int = 3_000
+    fence_check_interval_ms: int = 5_000
     page_size: int = 500
     max_pending: int = 20_000
 
