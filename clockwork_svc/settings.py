@@ -14,7 +14,7 @@ from pathlib import Path
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import Limits
 from clockwork_svc.server.auth import AuthSettings
-from clockwork_svc.server.grpc_server import TlsSettings
+from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.worker.worker import WorkerSettings
 
 
@@ -58,6 +58,8 @@ class ApiSettings:
     shutdown_grace_s: float = 10.0
     # How long a token lookup is cached (a revocation takes effect within this).
     token_cache_s: float = 10.0
+    # Largest request or response; larger requests are refused RESOURCE_EXHAUSTED.
+    max_message_bytes: int = MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)

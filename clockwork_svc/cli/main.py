@@ -20,7 +20,7 @@ from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
-from clockwork_svc.server.grpc_server import TlsSettings
+from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.settings import (
     ApiSettings,
     CassandraSettings,
@@ -30,6 +30,9 @@ from clockwork_svc.settings import (
     ProcessSettings,
     StoreSettings,
 )
+
+_MESSAGE_OVERHEAD = 64 * 1024
+"""Room in a request for everything but the payload (spec, key, headers)."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -112,6 +115,15 @@ def _api_options(fn: Any) -> Any:
         show_default=True,
         type=click.IntRange(1, 4 * 1024 * 1024),
         help="Largest payload accepted, in bytes.",
+    )(fn)
+    fn = click.option(
+        "--max-message-size",
+        envvar="CLOCKWORK_MAX_MESSAGE_SIZE",
+        default=MAX_MESSAGE_BYTES,
+        show_default=True,
+        type=click.IntRange(64 * 1024, 256 * 1024 * 1024),
+        help="Largest gRPC request or response, in bytes; larger requests are refused "
+        "RESOURCE_EXHAUSTED before any handler runs. At least --max-payload + 64 KiB.",
     )(fn)
     return fn
 
@@ -201,8 +213,18 @@ def _api_settings(kw: dict[str, Any], auth_required: bool) -> ApiSettings:
             raise click.UsageError("--tls-cert and --tls-key go together")
         tls = TlsSettings(kw["tls_cert"], kw["tls_key"], kw["tls_client_ca"])
     host_port(kw["listen"], "--listen", 7070)
+    if kw["max_message_size"] < kw["max_payload"] + _MESSAGE_OVERHEAD:
+        raise click.BadParameter(
+            f"must be at least --max-payload + {_MESSAGE_OVERHEAD} "
+            f"({kw['max_payload'] + _MESSAGE_OVERHEAD}): a largest payload must fit in a request",
+            param_hint="--max-message-size",
+        )
     return ApiSettings(
-        listen=kw["listen"], auth=auth, tls=tls, limits=Limits(max_payload_bytes=kw["max_payload"])
+        listen=kw["listen"],
+        auth=auth,
+        tls=tls,
+        limits=Limits(max_payload_bytes=kw["max_payload"]),
+        max_message_bytes=kw["max_message_size"],
     )
 
 

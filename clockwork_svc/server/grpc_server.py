@@ -29,6 +29,7 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
 TENANT_SERVICE_NAME = tenants_pb2.DESCRIPTOR.services_by_name["TenantService"].full_name
 CLUSTER_SERVICE_NAME = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+"""The default limit on a request or response (`--max-message-size`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +61,14 @@ async def start_server(
     auth: AuthSettings,
     tls: TlsSettings | None = None,
     load: LoadSource | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> RunningServer:
     server = grpc.aio.server(
         # Outermost first: authenticate, then decode the request.
         interceptors=[AuthInterceptor(auth, tokens), RequestDecoding()],
         options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
         ],
     )
     pb_grpc.add_SchedulerServiceServicer_to_server(
