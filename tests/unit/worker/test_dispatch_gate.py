@@ -12,39 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
+from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.domain.netpolicy import AddressPolicy
-from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec, Target
+from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.storage.sqlite import SqliteStore
 from clockwork_svc.worker.shard_scanner import ScanSettings
 from clockwork_svc.worker.worker import Worker, WorkerSettings
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.delivered: list[str] = []
-
-    async def deliver(
-        self,
-        target: Target,
-        payload: bytes,
-        firing: Firing,
-        timestamp_s: int,
-        signing_secrets: Sequence[str] = (),
-        key: str = "",
-    ) -> DeliveryResult:
-        self.delivered.append(firing.schedule_key)
-        return DeliveryResult(True, False, 200)
-
-    async def close(self) -> None:
-        return None
+from tests.unit.worker.fakes import RecordingSink as Sink
 
 
 class Gate:
