@@ -35,6 +35,7 @@ from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
+from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
 from clockwork_svc.storage.cassandra.write_batcher import WriteBatcher
 
 T = TypeVar("T")
@@ -73,6 +74,7 @@ def firing_ttl_s(fire_at_ms: int, retention_s: int, now_s: float) -> int:
 class _Statements:
     insert_schedule: Any
     select_schedule: Any
+    select_schedules: Any
     upsert_index: Any
     list_index: Any
     replace_schedule: Any
@@ -122,6 +124,10 @@ def _cql(ks: str) -> dict[str, tuple[str, bool]]:
         ),
         "select_schedule": (
             f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key = ?",
+            True,
+        ),
+        "select_schedules": (
+            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key IN ?",
             True,
         ),
         "upsert_index": (
@@ -296,6 +302,8 @@ class CassandraStore:
         self._session = session
         # The per-firing upserts (execution, runtime columns, ordering block, done).
         self._writes = WriteBatcher(session, max_statements=write_batch)
+        # Schedule reads issued together (one per dispatched firing) go as one request.
+        self._schedule_reads = ScheduleReads(session, statements.select_schedules)
         self._st = statements
         self._layout = layout
         self._retention_s = firing_retention_s
@@ -389,7 +397,7 @@ class CassandraStore:
         return rows.schedule(row)
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
-        row = await bridge.first(self._session, self._st.select_schedule, (tenant, key))
+        row = await self._schedule_reads.get(tenant, key)
         return rows.schedule(row) if rows.is_schedule(row) else None
 
     async def list_schedules(

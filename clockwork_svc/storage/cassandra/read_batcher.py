@@ -1,0 +1,93 @@
+"""Coalesced point reads of schedules.
+
+Every firing a worker dispatches starts by reading its schedule (is it still the
+version the firing was written for, still active?). A worker dispatching hundreds of
+firings a second would send as many single-row requests, and on two cores the
+client-side cost of each request (a driver future, a hop from the driver's I/O thread
+back to the event loop) is what bounds the firing rate. `ScheduleReads` collects the
+reads issued within one event-loop turn and sends, per tenant, one
+`WHERE tenant = ? AND key IN ?` request for up to `max_keys` keys.
+
+Each caller still gets exactly its row (or None), or the request's error. A read
+issued after another one's result arrived goes in a later request, so a caller never
+sees an older row than one it already saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from clockwork_svc.storage.cassandra import bridge
+
+Row = dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Group:
+    """Pending reads of one tenant: key -> the futures waiting for it."""
+
+    waiting: dict[str, list[asyncio.Future[Row | None]]] = field(default_factory=dict)
+
+
+class ScheduleReads:
+    def __init__(self, session: Any, by_keys: Any, *, max_keys: int = 64) -> None:
+        """`by_keys`: a prepared `SELECT ... WHERE tenant = ? AND key IN ?` whose rows
+        carry a `key` column."""
+        if max_keys < 1:
+            raise ValueError("max_keys must be >= 1")
+        self._session = session
+        self._by_keys = by_keys
+        self._max_keys = max_keys
+        self._pending: dict[str, _Group] = {}
+        self._flush_scheduled = False
+        self._sending: set[asyncio.Task[None]] = set()
+        self.requests_sent = 0
+        self.keys_read = 0
+
+    async def get(self, tenant: str, key: str) -> Row | None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Row | None] = loop.create_future()
+        group = self._pending.setdefault(tenant, _Group())
+        group.waiting.setdefault(key, []).append(future)
+        if len(group.waiting) >= self._max_keys:
+            self._send(tenant, self._pending.pop(tenant))
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, {}
+        for tenant, group in pending.items():
+            self._send(tenant, group)
+
+    def _send(self, tenant: str, group: _Group) -> None:
+        task = asyncio.create_task(self._read(tenant, group), name="cassandra-schedule-reads")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _read(self, tenant: str, group: _Group) -> None:
+        keys = list(group.waiting)
+        self.requests_sent += 1
+        self.keys_read += len(keys)
+        try:
+            page = await bridge.execute(self._session, self._by_keys, (tenant, keys))
+        except asyncio.CancelledError:
+            for futures in group.waiting.values():
+                for f in futures:
+                    f.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to every caller, who raises it
+            for futures in group.waiting.values():
+                for f in futures:
+                    if not f.done():
+                        f.set_exception(exc)
+            return
+        found = {row["key"]: row for row in page.rows}
+        for key, futures in group.waiting.items():
+            for f in futures:
+                if not f.done():
+                    f.set_result(found.get(key))
