@@ -45,6 +45,11 @@ class ScanSettings:
     max_pending: int = 20_000
 
 
+def _phase(shard: int) -> float:
+    """A fraction in [0, 1) that spreads consecutive shards evenly (golden ratio)."""
+    return (shard * 0.6180339887498949) % 1.0
+
+
 class Fenced(Exception):
     """A newer owner holds the shard."""
 
@@ -91,7 +96,15 @@ class ShardScanner:
         """Scan until stopped or fenced. Store outages are retried, not fatal."""
         try:
             await self._acquire()
-            last_sweep = last_advance = self._clock.monotonic()
+            # The first read at once (a takeover has due firings to find); after it each
+            # shard keeps its own phase within the poll and cursor intervals: shards
+            # acquired together would otherwise read (and compare-and-set) in one burst
+            # every interval, and a firing due during the burst waits for it.
+            phase = _phase(self.shard)
+            started = self._clock.monotonic()
+            last_sweep = started - self._settings.sweep_interval_ms / 1000
+            last_advance = started - phase * self._settings.cursor_interval_ms / 1000
+            phase_delay_s = phase * self._settings.poll_interval_ms / 1000
             while self.active:
                 now_m = self._clock.monotonic()
                 try:
@@ -113,6 +126,9 @@ class ShardScanner:
                     log.exception("shard %d: scan failed unexpectedly, retrying", self.shard)
                     await asyncio.sleep(1.0)
                 await self._idle()
+                if phase_delay_s:
+                    await asyncio.sleep(phase_delay_s)
+                    phase_delay_s = 0.0
         except Fenced:
             log.warning("shard %d: fenced off by a newer owner (epoch %d)", self.shard, self.epoch)
             self._on_fenced()
