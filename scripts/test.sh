@@ -12,15 +12,17 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
 fi
 
-if ! command -v nft >/dev/null || ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
-  log "installing nftables and libfaketime (partition and clock-jump nemeses; Debian packages)"
-  apt-get update -qq && apt-get install -y -qq nftables libfaketime >/dev/null
+if ! command -v nft >/dev/null || ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 \
+  || ! command -v redis-server >/dev/null; then
+  log "installing nftables, libfaketime and redis-server (partition and clock-jump nemeses; the Celery peer's broker in the benchmark smoke test; Debian packages)"
+  apt-get update -qq && apt-get install -y -qq nftables libfaketime redis-server >/dev/null
 fi
 
 log "python environment"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+# The bench extras too: CI runs every benchmark, the peers included, at a tiny size.
+.venv/bin/python -m pip install -q -e '.[dev,bench]'
 
 log "ruff"
 .venv/bin/ruff check .

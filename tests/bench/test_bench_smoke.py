@@ -99,13 +99,16 @@ def test_cost(tmp_path: Path) -> None:
     assert report["idle_worker"]["peak_rss_mb"] > 0
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("celery") is None
-    or importlib.util.find_spec("apscheduler") is None
-    or shutil.which("redis-server") is None,
-    reason="peers need the bench extras and redis-server (scripts/bench.sh)",
-)
 def test_peers(tmp_path: Path) -> None:
+    if (
+        importlib.util.find_spec("celery") is None
+        or importlib.util.find_spec("apscheduler") is None
+        or shutil.which("redis-server") is None
+    ):
+        why = "peers need the bench extras and redis-server (scripts/test.sh installs them)"
+        if os.environ.get("CLOCKWORK_REQUIRE_INFRA") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
     report = run_bench(
         "bench.peers",
         tmp_path,
