@@ -95,20 +95,23 @@ class Cluster:
             await wait_serving(self.api_address)
         return self.api
 
+    def worker_args(self, ops_listen: str = "127.0.0.1:0") -> list[str]:
+        """`clockwork worker` arguments for this cluster (tests that start a worker their
+        own way, under libfaketime or in a network namespace, use them too)."""
+        return [
+            "worker",
+            "--lease-ttl",
+            str(self.lease_ttl),
+            "--allow-private-targets",
+            "127.0.0.0/8",
+            "--ops-listen",
+            ops_listen,
+        ]
+
     async def add_worker(self) -> ClockworkProcess:
         n = len(self.workers)
         proc = await ClockworkProcess(
-            [
-                "worker",
-                "--lease-ttl",
-                str(self.lease_ttl),
-                "--allow-private-targets",
-                "127.0.0.0/8",
-                "--ops-listen",
-                "127.0.0.1:0",
-            ],
-            self.run_dir / f"worker{n}.log",
-            self.env,
+            self.worker_args(), self.run_dir / f"worker{n}.log", self.env
         ).start()
         self.workers.append(proc)
         return proc

@@ -110,15 +110,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, FakeClock]]:
     try:
         await c.start(workers=1)
         faked = await ClockworkProcess(
-            [
-                "worker",
-                "--lease-ttl",
-                str(LEASE_TTL),
-                "--allow-private-targets",
-                "127.0.0.0/8",
-                "--ops-listen",
-                f"127.0.0.1:{ops_port}",
-            ],
+            c.worker_args(f"127.0.0.1:{ops_port}"),
             tmp_path / "worker1-faketime.log",
             {**c.env, **clock.env(lib)},
         ).start()

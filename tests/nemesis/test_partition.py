@@ -142,15 +142,7 @@ async def test_partition_one_worker_from_etcd(
     await cluster.start(workers=2)
     inside = await NamespacedProcess(
         namespace,
-        [
-            "worker",
-            "--lease-ttl",
-            str(LEASE_TTL),
-            "--allow-private-targets",
-            "127.0.0.0/8",
-            "--ops-listen",
-            f"{namespace.ns_ip}:{OPS_PORT}",
-        ],
+        cluster.worker_args(f"{namespace.ns_ip}:{OPS_PORT}"),
         cluster.run_dir / "worker2-netns.log",
         cluster.env,
     ).start()
