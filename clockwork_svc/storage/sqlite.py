@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain.codec import spec_from_json, spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
@@ -123,7 +123,7 @@ class SqliteStore:
         self._executor.shutdown(wait=True)
 
     async def server_time_ms(self) -> int:
-        return time.time_ns() // 1_000_000  # embedded: the store is on this host
+        return SystemClock().now_ms()  # embedded: the store's clock is this host's
 
     async def layout(self) -> ClusterLayout:
         if self._layout is None:

@@ -83,6 +83,8 @@ class Dispatcher:
         if plan.next_firing is not None:
             await self._store.put_firings([plan.next_firing])
             self._on_new_firing(plan.next_firing)
+        # Its last occurrence: the version is marked completed with the other writes.
+        completes = plan.completes and schedule.state is ScheduleState.ACTIVE
         progress = plan.progress or Progress(
             schedule.next_fire_ms,
             schedule.last_fire_ms,
@@ -92,7 +94,7 @@ class Dispatcher:
         if plan.action is planning.Action.EXPIRE:
             execution = planning.expired(firing, now)
             await self._store.record_execution(execution)
-            if plan.completes and schedule.state is ScheduleState.ACTIVE:
+            if completes:
                 await self._store.complete_schedule(
                     schedule.tenant, schedule.key, schedule.version, now
                 )
@@ -139,9 +141,9 @@ class Dispatcher:
                 dataclasses.replace(progress, last_outcome=outcome),
             ),
         ]
-        if plan.completes and schedule.state is ScheduleState.ACTIVE:
-            # Its last occurrence: a plain upsert naming this version (not a compare-
-            # and-set), so it travels with the other writes.
+        if completes:
+            # A plain upsert naming this version (not a compare-and-set), so it
+            # travels with the other writes.
             writes.append(
                 self._store.complete_schedule(
                     schedule.tenant, schedule.key, schedule.version, finished

@@ -149,19 +149,10 @@ class WriteBatcher:
                 return
             # Refused (a bad value, say): one write must not fail the others. Each
             # goes alone, and only the faulty one fails.
-            await asyncio.gather(*(self._send_alone(w) for w in writes))
+            await asyncio.gather(*(self._send([w]) for w in writes))
             return
         for w in writes:
             _settle(w, None)
-
-    async def _send_alone(self, write: _Write) -> None:
-        self._count(1)
-        try:
-            await bridge.execute(self._session, write.statement, write.params)
-        except Exception as exc:  # noqa: BLE001 - handed to the caller, who raises it
-            _settle(write, exc)
-        else:
-            _settle(write, None)
 
     def _count(self, statements: int) -> None:
         self.batches_sent += 1
