@@ -70,13 +70,20 @@ def _host_port(endpoint: str) -> tuple[str, int]:
     return (host or "127.0.0.1", int(port)) if port.isdigit() else (endpoint, 2379)
 
 
+# How long one connection attempt to etcd may take (TCP and the HTTP/2 handshake).
+CONNECT_TIMEOUT_MS = 5_000
+
+
 async def connect(endpoint: str, timeout_s: float = 5.0) -> aetcd.Client:
     host, port = _host_port(endpoint)
     # Short reconnect backoff: after an etcd restart the default gRPC backoff keeps
-    # failing calls for about half a second longer than needed.
+    # failing calls for about half a second longer than needed. gRPC core also takes
+    # `min_reconnect_backoff_ms` as the connect timeout of every attempt, so it stays
+    # long: at 100 ms a handshake slower than the backoff (a loaded host) never
+    # completed ("timed out before receiving SETTINGS frame").
     options = {
         "grpc.initial_reconnect_backoff_ms": 100,
-        "grpc.min_reconnect_backoff_ms": 100,
+        "grpc.min_reconnect_backoff_ms": CONNECT_TIMEOUT_MS,
         "grpc.max_reconnect_backoff_ms": 500,
     }
     client = aetcd.Client(host=host, port=port, timeout=max(1, int(timeout_s)), options=options)
