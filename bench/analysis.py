@@ -20,7 +20,7 @@ def _checker() -> Any:
 
 
 def judge(expected_due: Mapping[str, int], arrivals: Sequence[Arrival]) -> dict[str, Any]:
-    """Lost/duplicated/unexpected counts and lag (first receive minus due), in ms."""
+    """Lost/duplicated/unexpected/early counts and lag (first receive minus due), in ms."""
     result = _checker().check(expected_due, arrivals)
     lags = sorted(result.lag_ms)
     relevant = [a for a in arrivals if a.delivery_id in expected_due]
@@ -34,6 +34,8 @@ def judge(expected_due: Mapping[str, int], arrivals: Sequence[Arrival]) -> dict[
         "lost": len(result.lost),
         "duplicated": sum(n - 1 for n in result.duplicated.values()),
         "unexpected": len(result.unexpected),
+        # Received before it was due: the scheduler's clock ran ahead of the sink's.
+        "early": sum(1 for lag in lags if lag < 0),
         "deliveries_per_s": round(len({a.delivery_id for a in relevant}) / span_s, 1),
         "lag_p50_ms": pct(lags, 0.5),
         "lag_p99_ms": pct(lags, 0.99),

@@ -15,9 +15,19 @@ the network, then advanced by this host's monotonic clock. So:
   (`WriteTimestamps`): a write made after another never carries an older timestamp
   because its host's clock is behind, which would make Cassandra discard it.
 
-The offset is re-sampled every `resync_s`; each sample takes the reading with the
-shortest round trip of a few, so the error is at most half that round trip (well
-under a millisecond on a LAN). Pure logic: the sampling call is injected.
+The offset is re-sampled every `resync_s`. A reading of the store's clock only says
+that the store's time was `reading` at *some* instant between sending the request
+and receiving the answer, so each reading bounds the offset to an interval as wide
+as its round trip, and a few readings' intervals intersect. The estimate moves only
+as far as needed to enter that interval (to its nearest edge): with clocks that
+agree (NTP, or one machine) the estimate stays exact however slow the round trip,
+and a host whose clock is off moves to within one round trip of the store's.
+
+Taking the round trip's midpoint instead (as NTP does with symmetric paths) was
+wrong here: on a busy worker the request can wait hundreds of milliseconds on the
+client before it is sent, the reading lands near the end of the round trip, and a
+midpoint estimate ran 280 ms ahead, firing everything 280 ms early until the next
+sample (measured with `bench.fire`). Pure logic: the sampling call is injected.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ class StoreClock:
         # cluster time (ns) = monotonic (ns) + offset
         self._offset_ns = wall_ns() - monotonic_ns()
         self.synced = False
+        self.uncertainty_ms = float("inf")
+        """Width of the interval the last sync allowed for the offset (ms)."""
 
     def now_ms(self) -> int:
         return (self._monotonic_ns() + self._offset_ns) // 1_000_000
@@ -68,23 +80,31 @@ class StoreClock:
         return (self._wall_ns() - self._monotonic_ns() - self._offset_ns) // 1_000_000
 
     async def sync(self, reference_ms: Callable[[], Awaitable[int]], samples: int = 3) -> None:
-        """Re-anchor on `reference_ms()` (the reference clock's time, in ms): of
-        `samples` readings, the one with the shortest round trip, taken as read at
-        the round trip's midpoint. Errors from `reference_ms` propagate."""
-        best: tuple[int, int] | None = None  # (round trip ns, offset ns)
+        """Re-anchor on `reference_ms()` (the reference clock's time, in ms): the
+        offset moves to the nearest point of the interval that `samples` readings
+        allow (see module docs). Errors from `reference_ms` propagate."""
+        intervals: list[tuple[int, int, int]] = []  # (round trip, lowest, highest offset)
         for _ in range(samples):
             sent = self._monotonic_ns()
             reference = await reference_ms()
             received = self._monotonic_ns()
-            rtt = received - sent
-            offset = reference * 1_000_000 - (sent + rtt // 2)
-            if best is None or rtt < best[0]:
-                best = (rtt, offset)
-        assert best is not None, "samples must be >= 1"
-        moved_ms = (best[1] - self._offset_ns) / 1e6
+            # The reading (ms, rounded down) was taken at some instant in [sent, received].
+            lowest = reference * 1_000_000 - received
+            highest = (reference + 1) * 1_000_000 - sent
+            intervals.append((received - sent, lowest, highest))
+        assert intervals, "samples must be >= 1"
+        lowest = max(i[1] for i in intervals)
+        highest = min(i[2] for i in intervals)
+        if lowest > highest:
+            # Readings that contradict each other (the store's clock stepped while
+            # sampling): the one with the shortest round trip alone.
+            _, lowest, highest = min(intervals)
+        offset = min(max(self._offset_ns, lowest), highest)
+        moved_ms = (offset - self._offset_ns) / 1e6
         if self.synced and abs(moved_ms) >= SKEW_WARNING_MS:
             log.warning("cluster time: the store's clock moved by %+.0f ms", moved_ms)
-        self._offset_ns = best[1]
+        self._offset_ns = offset
+        self.uncertainty_ms = (highest - lowest) / 1e6
         first = not self.synced
         self.synced = True
         skew = self.host_skew_ms()
@@ -95,7 +115,11 @@ class StoreClock:
                 skew,
             )
         elif first:
-            log.info("cluster time: host clock within %+d ms of the store's", skew)
+            log.info(
+                "cluster time: host clock within %+d ms of the store's (measured to %.1f ms)",
+                skew,
+                self.uncertainty_ms,
+            )
 
     async def keep_synced(
         self, reference_ms: Callable[[], Awaitable[int]], resync_s: float = 30.0

@@ -63,10 +63,53 @@ async def test_sync_anchors_on_the_reference_and_the_monotonic_clock_carries_it(
     clock = host.clock()
     await clock.sync(Reference(host, ahead_ms=7_000, rtts_ms=[2, 2, 2]))
     assert clock.synced
-    assert clock.now_ms() == host.wall // MS + 7_000
-    assert clock.host_skew_ms() == -7_000
+    # Within the round trip's reach: readings at the midpoint of a 2 ms round trip.
+    error = clock.now_ms() - (host.wall // MS + 7_000)
+    assert abs(error) <= 1
+    assert clock.uncertainty_ms <= 3  # the round trip and the reading's 1 ms resolution
+    assert abs(clock.host_skew_ms() + 7_000) <= 1
     host.advance(1_234)
-    assert clock.now_ms() == host.wall // MS + 7_000
+    assert clock.now_ms() - (host.wall // MS + 7_000) == error
+
+
+async def test_a_request_delayed_before_it_is_sent_does_not_move_an_agreeing_clock() -> None:
+    """A busy worker's request waits 558 ms on the client, the store reads its clock at
+    once and the answer comes back in 2 ms. Taking the midpoint of the 560 ms round
+    trip put cluster time 279 ms ahead (every firing 279 ms early): the host and the
+    store agree, and the estimate must stay exact."""
+    host = HostClocks(wall_ms=1_700_000_000_000)
+    clock = host.clock()
+
+    async def delayed_send() -> int:
+        host.advance(558)
+        reading = host.wall // MS
+        host.advance(2)
+        return reading
+
+    await clock.sync(delayed_send)
+    assert clock.now_ms() == host.wall // MS
+    assert clock.host_skew_ms() == 0
+
+
+@pytest.mark.parametrize("ahead_ms", [8_000, -8_000])
+async def test_slow_round_trips_bound_the_error_of_a_skewed_host(ahead_ms: int) -> None:
+    """A host 8 s off, sampled over slow round trips (delayed on either side): cluster
+    time comes within one round trip of the store's, never further."""
+    host = HostClocks(wall_ms=1_700_000_000_000)
+    clock = host.clock()
+    delays = [(300, 5), (5, 300), (150, 150)]  # (before the reading, after it), ms
+
+    async def reading() -> int:
+        before, after = delays.pop(0)
+        host.advance(before)
+        value = host.wall // MS + ahead_ms
+        host.advance(after)
+        return value
+
+    await clock.sync(reading)
+    assert abs(clock.now_ms() - (host.wall // MS + ahead_ms)) <= 305
+    # The three intervals intersect to a narrower one than any single round trip.
+    assert clock.uncertainty_ms < 300
 
 
 @pytest.mark.parametrize("step_ms", [8_000, -8_000, 3_600_000])
