@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from clockwork_svc import gc_policy
 from clockwork_svc.abc import Clock, Store, SystemClock
 from clockwork_svc.cluster_load import LoadSource, LocalLoad
 from clockwork_svc.dead_letters import DeadLetters
@@ -352,6 +353,7 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running(settings, api=api, worker=worker) as node:
+        gc_policy.freeze_startup_heap()
         parts = [name for name, on in (("api", api), ("worker", worker)) if on]
         log.info(
             "clockwork %s started: grpc port %s, ops port %s, %d shards",

@@ -1,0 +1,32 @@
+"""The cyclic garbage collector's policy for a long-running api or worker process.
+
+CPython's cyclic collector stops the whole process while it runs, and a full
+(oldest generation) collection walks every tracked object. A worker holds ~75k
+objects from its imports and more from the Cassandra driver's schema metadata, all
+of which live as long as the process: measured under `bench.fire`, full collections
+paused the event loop 100-212 ms, the largest part of the firing lag's tail.
+
+`freeze_startup_heap()`, once the process is up (imports done, store connected),
+exempts everything allocated so far from future collections (`gc.freeze`). At a
+fixed 250 firings/s (one worker, 64 shards) lag p99 went from 249-395 ms to
+106-116 ms. The collection thresholds stay CPython's defaults: raising the youngest
+generation's (5,000 or 50,000 instead of 700) made its collections rarer but
+longer (up to 134 ms each) and the tail no better.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def freeze_startup_heap() -> int:
+    """Collect once, then exempt every surviving object from future collections;
+    returns how many objects were frozen."""
+    gc.collect()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    log.info("gc: %d start-up objects frozen (exempt from collections)", frozen)
+    return frozen
