@@ -126,8 +126,9 @@ async def test_no_faults_no_loss_no_duplicates(cluster: Cluster, sink: Recording
     assert result.lost == [] and result.unexpected == [], cluster.logs()
     assert result.duplicated == {}
     # Each process exempted its start-up heap from the collector (gc_policy.py).
+    assert cluster.api is not None
     for proc in [*cluster.workers, cluster.api]:
-        assert proc is not None and "start-up objects frozen" in proc.log(), proc.log()[-2000:]
+        assert "start-up objects frozen" in proc.log(), proc.log()[-2000:]
 
 
 async def test_joining_worker_gets_a_fair_share_without_gaps(
