@@ -41,6 +41,8 @@ from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 PAYLOAD = b'{"bench":"fire","event":"reminder","note":"a small json payload"}'
 BATCH = 500
 BATCH_IN_FLIGHT = 4
+_UNAVAILABLE = 14  # grpc.StatusCode.UNAVAILABLE
+_CREATE_ATTEMPTS = 10
 # The fastest preload seen so far; the first due time is set from it (with margin).
 _MIN_LEAD_S = 8.0
 
@@ -58,24 +60,42 @@ async def _create(
     client: ClockworkClient, prefix: str, dues: list[int], url: str, expected: dict[str, int]
 ) -> None:
     starts = iter(range(0, len(dues), BATCH))
+    retried: list[int] = []
 
     async def caller() -> None:
         for b in starts:
-            part = range(b, min(len(dues), b + BATCH))
-            entries = [
-                (
-                    f"{prefix}-{i}",
-                    ScheduleSpec(triggers.OnceTrigger(dues[i]), HttpTarget(url), payload=PAYLOAD),
-                )
-                for i in part
-            ]
-            reply = await client.create_many(entries)
-            for i, result in zip(part, reply.results, strict=True):
-                if result.code != 0:
-                    raise RuntimeError(f"create failed: {result.message}")
-                expected[identity.delivery_id(result.response.schedule.id, dues[i])] = dues[i]
+            pending = list(range(b, min(len(dues), b + BATCH)))
+            for attempt in range(_CREATE_ATTEMPTS):
+                entries = [
+                    (
+                        f"{prefix}-{i}",
+                        ScheduleSpec(
+                            triggers.OnceTrigger(dues[i]), HttpTarget(url), payload=PAYLOAD
+                        ),
+                    )
+                    for i in pending
+                ]
+                reply = await client.create_many(entries)
+                unavailable = []
+                for i, result in zip(pending, reply.results, strict=True):
+                    if result.code == _UNAVAILABLE and attempt + 1 < _CREATE_ATTEMPTS:
+                        # The store timed out (a Cassandra write timeout under load): a
+                        # client retries with the same key, which is idempotent.
+                        unavailable.append(i)
+                    elif result.code != 0:
+                        raise RuntimeError(f"create failed: {result.message}")
+                    else:
+                        due = dues[i]
+                        expected[identity.delivery_id(result.response.schedule.id, due)] = due
+                if not unavailable:
+                    break
+                retried.append(len(unavailable))
+                pending = unavailable
+                await asyncio.sleep(0.5)
 
     await asyncio.gather(*(caller() for _ in range(BATCH_IN_FLIGHT)))
+    if retried:
+        print(f"preload: {sum(retried)} creates answered UNAVAILABLE and were retried")
 
 
 async def preload(
