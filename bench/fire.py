@@ -37,12 +37,12 @@ from bench.sink import SinkProcess
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from e2e.workload import BatchCreate
 
 PAYLOAD = b'{"bench":"fire","event":"reminder","note":"a small json payload"}'
 BATCH = 500
 BATCH_IN_FLIGHT = 4
-_UNAVAILABLE = 14  # grpc.StatusCode.UNAVAILABLE
-_CREATE_ATTEMPTS = 10
+_CREATE_TIMEOUT_S = 60.0
 # The fastest preload seen so far; the first due time is set from it (with margin).
 _MIN_LEAD_S = 8.0
 
@@ -60,42 +60,26 @@ async def _create(
     client: ClockworkClient, prefix: str, dues: list[int], url: str, expected: dict[str, int]
 ) -> None:
     starts = iter(range(0, len(dues), BATCH))
-    retried: list[int] = []
+    retried = 0
 
     async def caller() -> None:
+        nonlocal retried
         for b in starts:
-            pending = list(range(b, min(len(dues), b + BATCH)))
-            for attempt in range(_CREATE_ATTEMPTS):
-                entries = [
-                    (
-                        f"{prefix}-{i}",
-                        ScheduleSpec(
-                            triggers.OnceTrigger(dues[i]), HttpTarget(url), payload=PAYLOAD
-                        ),
-                    )
-                    for i in pending
-                ]
-                reply = await client.create_many(entries)
-                unavailable = []
-                for i, result in zip(pending, reply.results, strict=True):
-                    if result.code == _UNAVAILABLE and attempt + 1 < _CREATE_ATTEMPTS:
-                        # The store timed out (a Cassandra write timeout under load): a
-                        # client retries with the same key, which is idempotent.
-                        unavailable.append(i)
-                    elif result.code != 0:
-                        raise RuntimeError(f"create failed: {result.message}")
-                    else:
-                        due = dues[i]
-                        expected[identity.delivery_id(result.response.schedule.id, due)] = due
-                if not unavailable:
-                    break
-                retried.append(len(unavailable))
-                pending = unavailable
-                await asyncio.sleep(0.5)
+            due_of = {f"{prefix}-{i}": dues[i] for i in range(b, min(len(dues), b + BATCH))}
+            entries = [
+                (key, ScheduleSpec(triggers.OnceTrigger(due), HttpTarget(url), payload=PAYLOAD))
+                for key, due in due_of.items()
+            ]
+            # Entries answered UNAVAILABLE (a Cassandra write timeout under load) are
+            # sent again with the same keys, as a client would.
+            creating = BatchCreate(client, entries, _CREATE_TIMEOUT_S)
+            async for key, schedule_id, _ in creating.acknowledgements():
+                expected[identity.delivery_id(schedule_id, due_of[key])] = due_of[key]
+            retried += creating.retried
 
     await asyncio.gather(*(caller() for _ in range(BATCH_IN_FLIGHT)))
     if retried:
-        print(f"preload: {sum(retried)} creates answered UNAVAILABLE and were retried")
+        print(f"preload: {retried} create calls failed (wholly or in part) and were retried")
 
 
 async def preload(

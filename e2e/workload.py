@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -113,6 +113,55 @@ class Expectations:
         self.end_ms = max(self.end_ms, other.end_ms)
 
 
+class BatchCreate:
+    """One `create_many` batch, sent until every entry is acknowledged, as a careful
+    client would: the whole call is retried after a retryable gRPC error, and the
+    entries answered UNAVAILABLE (a store timeout) are sent again with the same keys
+    (creates are idempotent per key). Any other answer raises, and so does the
+    deadline (`timeout_s` from the first send)."""
+
+    def __init__(
+        self,
+        client: ClockworkClient,
+        entries: Sequence[tuple[str, ScheduleSpec]],
+        timeout_s: float,
+    ) -> None:
+        self._client = client
+        self._entries = list(entries)
+        self._timeout_s = timeout_s
+        self.retried = 0
+        """Calls that failed (wholly or for some entries) and were sent again."""
+
+    async def acknowledgements(self) -> AsyncIterator[tuple[str, str, int]]:
+        """(key, schedule id, acknowledged at ms) for each entry, as replies arrive."""
+        pending = self._entries
+        deadline = time.monotonic() + self._timeout_s
+        while pending:
+            try:
+                reply = await self._client.create_many(pending)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in _RETRYABLE or time.monotonic() > deadline:
+                    raise
+                self.retried += 1
+                await asyncio.sleep(0.3)
+                continue
+            acked = now_ms()
+            failed = []
+            for (key, spec), result in zip(pending, reply.results, strict=True):
+                if result.code == 0:
+                    yield key, result.response.schedule.id, acked
+                elif grpc.StatusCode.UNAVAILABLE.value[0] == result.code:
+                    failed.append((key, spec))
+                else:
+                    raise AssertionError(f"create {key}: {result.message}")
+            if failed:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(failed)} creates still unavailable")
+                self.retried += 1
+                await asyncio.sleep(0.3)
+            pending = failed
+
+
 class Workload:
     def __init__(
         self,
@@ -186,34 +235,13 @@ class Workload:
         is acknowledged; returns how many calls failed and were retried."""
         retried = 0
         for chunk in range(0, len(items), batch):
-            pending = list(items[chunk : chunk + batch])
+            part = items[chunk : chunk + batch]
             sent = now_ms()
-            deadline = time.monotonic() + timeout_s
-            while pending:
-                try:
-                    reply = await client.create_many([(p.key, p.spec) for p in pending])
-                except grpc.aio.AioRpcError as exc:
-                    if exc.code() not in _RETRYABLE or time.monotonic() > deadline:
-                        raise
-                    retried += 1
-                    await asyncio.sleep(0.3)
-                    continue
-                acked = now_ms()
-                failed = []
-                for planned, result in zip(pending, reply.results, strict=True):
-                    if result.code == 0:
-                        self.created[planned.key] = Acked(sent, acked)
-                        self.schedule_ids[planned.key] = result.response.schedule.id
-                    elif grpc.StatusCode.UNAVAILABLE.value[0] == result.code:
-                        failed.append(planned)
-                    else:
-                        raise AssertionError(f"create {planned.key}: {result.message}")
-                if failed:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{len(failed)} creates still unavailable")
-                    retried += 1
-                    await asyncio.sleep(0.3)
-                pending = failed
+            creating = BatchCreate(client, [(p.key, p.spec) for p in part], timeout_s)
+            async for key, schedule_id, acked in creating.acknowledgements():
+                self.created[key] = Acked(sent, acked)
+                self.schedule_ids[key] = schedule_id
+            retried += creating.retried
         return retried
 
     async def cancel(self, client: ClockworkClient, keys: Sequence[str]) -> None:
