@@ -57,6 +57,7 @@ class Scheduling:
         targets: AddressPolicy | None = None,
         on_new_firing: Callable[[Firing], None] = lambda firing: None,
         on_created: Callable[[], None] = lambda: None,
+        read_ahead_ms: int = planning.READ_AHEAD_MS,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -65,6 +66,7 @@ class Scheduling:
         self._targets = targets or AddressPolicy()
         self._on_new_firing = on_new_firing
         self._on_created = on_created
+        self._read_ahead_s = read_ahead_ms / 1000
 
     # --- create ------------------------------------------------------------------------
 
@@ -205,6 +207,11 @@ class Scheduling:
             return None
         if firing is not None:
             await self._put(firing)
+        if current.state is ScheduleState.ACTIVE:
+            # A worker may have read the old version up to READ_AHEAD_MS before an
+            # occurrence's due time (planning.READ_AHEAD_MS): acknowledge only once
+            # every occurrence such a read could still send is due.
+            await asyncio.sleep(self._read_ahead_s)
         return changed
 
     async def _ensure_armed(self, schedule: Schedule) -> None:

@@ -25,6 +25,20 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.spec import MisfirePolicy, ScheduleSpec
 
+READ_AHEAD_MS = 250
+"""How long before its due time a worker reads a firing's schedule.
+
+The read (is the schedule still active, at this version?) is the one store round
+trip between a firing's due time and its delivery; done ahead, the delivery leaves
+at the due time and a slow read no longer adds to the firing lag. What keeps this
+safe: the api holds the acknowledgement of every change to an active schedule
+(update, pause, cancel) for `READ_AHEAD_MS` after the change is written. A read that
+missed the change was made before it was written, for an occurrence due at most
+`READ_AHEAD_MS` after the read, so before the acknowledgement: the promise "an
+occurrence due after the change was acknowledged is never sent under the old
+version" holds as before. Both sides use this one constant.
+"""
+
 # How far back FIRE_LATEST looks with a jump before iterating occurrence by occurrence.
 _CATCH_UP_JUMP_MS = 3_600_000
 _CATCH_UP_MAX_STEPS = 10_000

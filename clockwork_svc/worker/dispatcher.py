@@ -1,5 +1,6 @@
-"""Handles one due firing: check it is current, plan the next occurrence, deliver,
-record the outcome, write a retry if one is due, and mark the firing done.
+"""Handles one due firing: check it is current (read ahead of its due time), plan
+the next occurrence, deliver, record the outcome, write a retry if one is due, and
+mark the firing done.
 
 The order of writes is what makes a crash at any point safe: the next occurrence
 is written before delivery (a crash cannot lose the recurrence), the retry and the
@@ -64,8 +65,18 @@ class Dispatcher:
         self._rng = rng or random.Random()
         self._tenants = tenants
 
-    async def handle(self, firing: Firing, held_ms: int = 0) -> Outcome | None:
+    async def handle(
+        self,
+        firing: Firing,
+        held_ms: int = 0,
+        until_due: Callable[[], Awaitable[None]] | None = None,
+    ) -> Outcome | None:
         """Process one firing; returns its outcome, or None if it was superseded.
+
+        `until_due`, if given, is awaited between the schedule read and everything
+        else: the worker reads ahead of the due time (planning.READ_AHEAD_MS) and
+        waits there; it raises to put the firing back untouched (nothing is written
+        before it returns).
 
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
@@ -73,6 +84,8 @@ class Dispatcher:
         # Decisions use the spec with the tenant's defaults filled in; writes keep the
         # stored spec as it is.
         effective = await self._with_tenant_defaults(schedule)
+        if until_due is not None:
+            await until_due()
         now = self._clock.now_ms()
         # Time held while the tenant was sidelined does not count against relevancy.
         plan = planning.plan_dispatch(effective, firing, self._layout, now, held_ms)

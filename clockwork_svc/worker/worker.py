@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain.load import LoadTracker, WorkerLoad
 from clockwork_svc.domain.model import ClusterLayout, Firing
+from clockwork_svc.domain.planning import READ_AHEAD_MS
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.tenancy import NO_LIMITS
@@ -30,6 +31,11 @@ log = logging.getLogger(__name__)
 
 # While dispatch is not allowed, a due firing is looked at again this much later.
 _PAUSED_RECHECK_MS = 100
+
+
+class _NotNow(Exception):
+    """Raised while a read-ahead firing waits for its due time: its shard was dropped,
+    or dispatch is no longer allowed (the lease deadline is near)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +178,9 @@ class Worker:
             scanner.offer(firing)
 
     def _enqueue(self, firing: Firing, scanner: ShardScanner) -> None:
-        self._push(firing.fire_at_ms, Pending(firing, scanner))
+        # Popped READ_AHEAD_MS early: its schedule is read ahead, then it waits for its
+        # due time (`_until_due`), so the read's latency is not part of the firing lag.
+        self._push(firing.fire_at_ms - READ_AHEAD_MS, Pending(firing, scanner))
 
     def _push(self, due_ms: int, item: Pending) -> None:
         self._queue.push(due_ms, item)
@@ -222,7 +230,7 @@ class Worker:
             return  # parked until the key's previous delivery resolves
         if await self._admitted(item):
             await self._slots.acquire()
-            self._load.dispatched(self._clock.now_ms() - item.firing.fire_at_ms)
+            self._load.dispatched(max(0, self._clock.now_ms() - item.firing.fire_at_ms))
             task = asyncio.create_task(
                 self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
             )
@@ -286,11 +294,21 @@ class Worker:
     async def _deliver(self, item: Pending) -> None:
         firing, scanner = item.firing, item.scanner
         try:
-            outcome = await self._dispatcher.handle(firing, held_ms=item.held_ms)
+            outcome = await self._dispatcher.handle(
+                firing, held_ms=item.held_ms, until_due=lambda: self._until_due(item)
+            )
             scanner.finished(firing)
             if firing.ordering_key:
                 for following in self._sequencer.completed(item, outcome):
                     self._push(self._clock.now_ms(), following)
+        except _NotNow:
+            # Nothing was written. A dropped shard's next owner reads the firing again;
+            # otherwise it waits, as a firing popped while dispatch is paused does.
+            if scanner.active:
+                self._push(
+                    self._clock.now_ms() + _PAUSED_RECHECK_MS,
+                    dataclasses.replace(item, reserved=True),
+                )
         except StoreUnavailable as exc:
             # Not done: try again shortly; the cursor stays behind this firing meanwhile.
             self._metrics.store_errors.labels("dispatch").inc()
@@ -302,6 +320,18 @@ class Worker:
         finally:
             self._slots.release()
             self._unblock(firing.tenant)
+
+    async def _until_due(self, item: Pending) -> None:
+        """Wait for the firing's due time (its schedule was read ahead), then check
+        again what `_dispatch` checked: the shard is still ours to deliver from."""
+        # Twice at most: cluster time may be nudged back during the first sleep.
+        for _ in range(2):
+            wait_ms = item.firing.fire_at_ms - self._clock.now_ms()
+            if wait_ms <= 0:
+                break
+            await asyncio.sleep(wait_ms / 1000)
+        if not item.scanner.active or not self._may_dispatch():
+            raise _NotNow
 
     def _retry_at(self) -> int:
         return self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)

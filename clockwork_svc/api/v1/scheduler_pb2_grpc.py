@@ -127,14 +127,18 @@ class SchedulerServiceServicer:
 
     def UpdateSchedule(self, request, context):
         """Replaces the spec of a schedule. Pending firings of the old spec are
-        superseded; the next occurrence is computed from the new spec.
+        superseded; the next occurrence is computed from the new spec. Changes to an
+        active schedule (update, pause, cancel) are acknowledged 250 ms after they are
+        written: workers read a schedule up to 250 ms before an occurrence is due, so
+        every occurrence due after the acknowledgement sees the change.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PauseSchedule(self, request, context):
-        """Stops firing until resumed. Idempotent.
+        """Stops firing until resumed: no occurrence due after the acknowledgement is
+        sent. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,7 +153,8 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelSchedule(self, request, context):
-        """Cancels a schedule for good; pending firings are not delivered. Idempotent.
+        """Cancels a schedule for good; no occurrence due after the acknowledgement is
+        sent. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

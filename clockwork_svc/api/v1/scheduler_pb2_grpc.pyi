@@ -51,16 +51,23 @@ class SchedulerServiceStub:
     """Lists the tenant's schedules ordered by key, a page at a time."""
     UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]
     """Replaces the spec of a schedule. Pending firings of the old spec are
-    superseded; the next occurrence is computed from the new spec.
+    superseded; the next occurrence is computed from the new spec. Changes to an
+    active schedule (update, pause, cancel) are acknowledged 250 ms after they are
+    written: workers read a schedule up to 250 ms before an occurrence is due, so
+    every occurrence due after the acknowledgement sees the change.
     """
     PauseSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.PauseScheduleRequest, _scheduler_pb2.Schedule]
-    """Stops firing until resumed. Idempotent."""
+    """Stops firing until resumed: no occurrence due after the acknowledgement is
+    sent. Idempotent.
+    """
     ResumeSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ResumeScheduleRequest, _scheduler_pb2.Schedule]
     """Resumes a paused schedule from its next occurrence after now (a one-shot
     whose time passed while paused fires at once). Idempotent.
     """
     CancelSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.CancelScheduleRequest, _scheduler_pb2.Schedule]
-    """Cancels a schedule for good; pending firings are not delivered. Idempotent."""
+    """Cancels a schedule for good; no occurrence due after the acknowledgement is
+    sent. Idempotent.
+    """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]
     """Lists delivery attempts of a schedule, newest first."""
     ListDeadLetters: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListDeadLettersRequest, _scheduler_pb2.ListDeadLettersResponse]
@@ -90,16 +97,23 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     """Lists the tenant's schedules ordered by key, a page at a time."""
     UpdateSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Replaces the spec of a schedule. Pending firings of the old spec are
-    superseded; the next occurrence is computed from the new spec.
+    superseded; the next occurrence is computed from the new spec. Changes to an
+    active schedule (update, pause, cancel) are acknowledged 250 ms after they are
+    written: workers read a schedule up to 250 ms before an occurrence is due, so
+    every occurrence due after the acknowledgement sees the change.
     """
     PauseSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.PauseScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
-    """Stops firing until resumed. Idempotent."""
+    """Stops firing until resumed: no occurrence due after the acknowledgement is
+    sent. Idempotent.
+    """
     ResumeSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ResumeScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Resumes a paused schedule from its next occurrence after now (a one-shot
     whose time passed while paused fires at once). Idempotent.
     """
     CancelSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.CancelScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
-    """Cancels a schedule for good; pending firings are not delivered. Idempotent."""
+    """Cancels a schedule for good; no occurrence due after the acknowledgement is
+    sent. Idempotent.
+    """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """Lists delivery attempts of a schedule, newest first."""
     ListDeadLetters: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListDeadLettersRequest, _scheduler_pb2.ListDeadLettersResponse]  # type: ignore[assignment]
@@ -156,7 +170,10 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
         """Replaces the spec of a schedule. Pending firings of the old spec are
-        superseded; the next occurrence is computed from the new spec.
+        superseded; the next occurrence is computed from the new spec. Changes to an
+        active schedule (update, pause, cancel) are acknowledged 250 ms after they are
+        written: workers read a schedule up to 250 ms before an occurrence is due, so
+        every occurrence due after the acknowledgement sees the change.
         """
 
     @_abc_1.abstractmethod
@@ -165,7 +182,9 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.PauseScheduleRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
-        """Stops firing until resumed. Idempotent."""
+        """Stops firing until resumed: no occurrence due after the acknowledgement is
+        sent. Idempotent.
+        """
 
     @_abc_1.abstractmethod
     def ResumeSchedule(
@@ -183,7 +202,9 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.CancelScheduleRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
-        """Cancels a schedule for good; pending firings are not delivered. Idempotent."""
+        """Cancels a schedule for good; no occurrence due after the acknowledgement is
+        sent. Idempotent.
+        """
 
     @_abc_1.abstractmethod
     def ListExecutions(

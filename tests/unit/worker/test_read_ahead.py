@@ -1,0 +1,148 @@
+"""Read-ahead: a worker reads a firing's schedule before the due time and delivers at
+the due time; the api holds the acknowledgement of a change to an active schedule
+long enough that no read-ahead can send an occurrence due after it.
+(planning.READ_AHEAD_MS explains the rule.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from clockwork_svc.abc import SystemClock
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ClusterLayout, Schedule
+from clockwork_svc.domain.netpolicy import AddressPolicy
+from clockwork_svc.domain.planning import READ_AHEAD_MS
+from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
+from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.scheduling import Scheduling
+from clockwork_svc.storage.sqlite import SqliteStore
+from clockwork_svc.worker.shard_scanner import ScanSettings
+from clockwork_svc.worker.worker import Worker, WorkerSettings
+from tests.unit.worker.fakes import RecordingSink
+
+CLOCK = SystemClock()
+
+
+class ReadTimes(SqliteStore):
+    """The SQLite store, noting when each schedule was read (by the worker)."""
+
+    reads: dict[str, int]
+
+    async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
+        self.reads.setdefault(key, CLOCK.now_ms())
+        return await super().get_schedule(tenant, key)
+
+
+@dataclass
+class Node:
+    store: ReadTimes
+    sink: RecordingSink
+    scheduling: Scheduling
+
+
+@asynccontextmanager
+async def node(tmp_path: Path) -> AsyncIterator[Node]:
+    store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
+    assert isinstance(store, ReadTimes)
+    store.reads = {}
+    layout = await store.layout()
+    sink = RecordingSink()
+    settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
+    worker = Worker(store, sink, CLOCK, layout, settings, Metrics())
+    worker.start()
+    for shard in range(layout.shard_count):
+        worker.add_shard(shard, CLOCK.now_ms())
+    scheduling = Scheduling(
+        store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
+    )
+    try:
+        yield Node(store, sink, scheduling)
+    finally:
+        await worker.stop()
+        await store.close()
+
+
+def once(at_ms: int) -> ScheduleSpec:
+    return ScheduleSpec(triggers.OnceTrigger(at_ms), HttpTarget("http://127.0.0.1:9/x"))
+
+
+async def wait_for(condition: object, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not callable(condition) or not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_the_schedule_is_read_ahead_and_the_delivery_leaves_at_the_due_time(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "k", once(due))
+        await wait_for(lambda: "k" in n.sink.sent_ms)
+        # Read ahead (at due - READ_AHEAD_MS, give or take the event loop), sent at
+        # the due time, never before it.
+        assert n.store.reads["k"] < due, n.store.reads["k"] - due
+        assert n.sink.sent_ms["k"] >= due
+        assert n.store.reads["k"] >= due - READ_AHEAD_MS - 50
+
+
+async def test_a_cancel_that_lands_after_the_read_ahead_is_acknowledged_after_the_due_time(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "k", once(due))
+        # The worker has read the schedule (still active) ahead of the due time...
+        await wait_for(lambda: "k" in n.store.reads)
+        assert CLOCK.now_ms() < due
+        await n.scheduling.cancel("acme", "k")  # ...so this cancel cannot stop it,
+        acknowledged = CLOCK.now_ms()
+        # ...and it is acknowledged only after the occurrence was due: what is sent
+        # was due before the cancel's acknowledgement, as promised.
+        assert due < acknowledged
+        await wait_for(lambda: "k" in n.sink.sent_ms)
+
+
+async def test_a_cancel_acknowledged_before_the_read_ahead_stops_the_firing(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_500
+        await n.scheduling.create("acme", "k", once(due))
+        await n.scheduling.cancel("acme", "k")
+        assert CLOCK.now_ms() < due - READ_AHEAD_MS, "the cancel took too long to test this"
+        await asyncio.sleep((due - CLOCK.now_ms()) / 1000 + 0.5)
+        assert "k" in n.store.reads  # the worker did look at it...
+        assert n.sink.sent_ms == {}  # ...and sent nothing
+
+
+async def test_only_changes_to_an_active_schedule_wait_for_the_read_ahead(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
+    layout = await store.layout()
+    scheduling = Scheduling(
+        store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True), read_ahead_ms=1_000
+    )
+
+    async def timed(call: object) -> float:
+        started = time.monotonic()
+        assert asyncio.iscoroutine(call)
+        await call
+        return time.monotonic() - started
+
+    try:
+        await scheduling.create("acme", "k", once(CLOCK.now_ms() + 3_600_000))
+        assert await timed(scheduling.pause("acme", "k")) >= 1.0  # active -> paused
+        assert await timed(scheduling.resume("acme", "k")) < 0.9  # nothing was active
+        assert await timed(scheduling.update("acme", "k", once(CLOCK.now_ms() + 7_200_000))) >= 1.0
+        await scheduling.pause("acme", "k")
+        assert await timed(scheduling.cancel("acme", "k")) < 0.9  # paused -> cancelled
+    finally:
+        await store.close()
