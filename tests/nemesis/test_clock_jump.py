@@ -77,6 +77,17 @@ class FakeClock:
                 return float(line.split()[1])
         raise AssertionError(f"no clockwork_host_clock_skew_seconds in {self.metrics_url}")
 
+    async def wait_for_skew(self, offset_s: float, timeout_s: float = 10.0) -> float:
+        """Wait until the worker reads a skew near `offset_s`; returns its last reading.
+        libfaketime re-reads the offset file only every few seconds (measured: a
+        change seen 1.5-3 s after it was written, with FAKETIME_CACHE_DURATION=1)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            skew_s = await self.skew_seen_by_worker_s()
+            if abs(skew_s - offset_s) < 1.5 or asyncio.get_running_loop().time() > deadline:
+                return skew_s
+            await asyncio.sleep(0.2)
+
     def set(self, offset_s: float) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(f"{offset_s:+.3f}\n")
@@ -135,12 +146,11 @@ async def run_jump(
         await asyncio.sleep(max(0, t0 + 5_000 - now_ms()) / 1000)
         jumped_ms = now_ms()
         clock.set(jump_s)
-        await asyncio.sleep(1.0)
+        skew_s = await clock.wait_for_skew(jump_s)
         # Created during the jump, due soon after creation (the settle window's case).
         during = [workload.make("once", now_ms() + 200, now_ms() + 6_000) for _ in range(60)]
         during += workload.generate(40, now_ms() + 500, end)
         await workload.create(client, during)
-    skew_s = await clock.skew_seen_by_worker_s()
     window = Window(f"clock {jump_s:+.0f}s on worker1", jumped_ms, end)
     report = await settle(cluster, workload, sink, end, [window])
     firings = workload.expectations(end).firings
