@@ -1,6 +1,6 @@
-"""A real Clockwork cluster for fault tests and the soak: one `clockwork api` and several
-`clockwork worker` processes on a fresh keyspace, sharing shards through etcd, each a
-child process logging to the run's directory.
+"""A real Clockwork cluster for fault tests, the soak and the benchmarks: one
+`clockwork api` and several `clockwork worker` processes on a fresh keyspace, sharing
+shards through etcd, each a child process logging to the run's directory.
 
 The nemeses that act on Clockwork's own processes live here too (kill -9 or SIGSTOP a
 worker, kill -9 and restart the api); each returns the fault's window for the checker.
@@ -38,11 +38,19 @@ class Cluster:
         shards: int = 16,
         lease_ttl: int = 4,
         log_level: str = "INFO",
+        *,
+        keyspace_prefix: str = "faults_",
+        worker_flags: Sequence[str] = (),
+        tenant: str = TENANT,
     ) -> None:
+        """`worker_flags`: more `clockwork worker` arguments; `tenant`: the tenant
+        `client()` acts as."""
         self.run_dir = run_dir
         self.shards = shards
         self.lease_ttl = lease_ttl
-        self.keyspace = "faults_" + uuid.uuid4().hex[:10]
+        self.worker_flags = list(worker_flags)
+        self.tenant = tenant
+        self.keyspace = keyspace_prefix + uuid.uuid4().hex[:10]
         self.name = "c" + uuid.uuid4().hex[:8]
         self.etcd = etcd
         self.env = {
@@ -59,6 +67,12 @@ class Cluster:
         self._api_starts = 0
 
     async def start(self, workers: int, timeout_s: float = 60.0) -> None:
+        await self.migrate()
+        await self.start_api()
+        await self.start_workers(workers, timeout_s)
+
+    async def migrate(self) -> None:
+        """Create the cluster's keyspace with its shard count."""
         code, _, err = await run_cli(
             "schema",
             "migrate",
@@ -70,10 +84,6 @@ class Cluster:
         )
         if code != 0:
             raise RuntimeError(f"schema migrate failed: {err}")
-        await self.start_api()
-        for _ in range(workers):
-            await self.add_worker()
-        await self.wait_all_owned(workers, timeout_s)
 
     async def start_api(self, wait: bool = True) -> ClockworkProcess:
         """Start the api on its fixed address (a restart keeps it, as a Service would)."""
@@ -106,6 +116,7 @@ class Cluster:
             "127.0.0.0/8",
             "--ops-listen",
             ops_listen,
+            *self.worker_flags,
         ]
 
     async def add_worker(self) -> ClockworkProcess:
@@ -115,6 +126,16 @@ class Cluster:
         ).start()
         self.workers.append(proc)
         return proc
+
+    async def start_workers(self, count: int, timeout_s: float = 90.0) -> None:
+        """Add `count` workers and wait until the live ones own every shard."""
+        for _ in range(count):
+            await self.add_worker()
+        await self.wait_all_owned(len(self.live_workers()), timeout_s)
+
+    async def stop_workers(self) -> None:
+        await _terminate(self.workers)
+        self.workers = []
 
     def live_workers(self) -> list[ClockworkProcess]:
         return [w for w in self.workers if w.proc is not None and w.proc.returncode is None]
@@ -142,7 +163,16 @@ class Cluster:
         raise TimeoutError(f"shards not all owned by {live_workers} workers: {last}")
 
     def client(self, timeout_s: float = 30.0) -> ClockworkClient:
-        return ClockworkClient(ClientSettings(self.api_address, tenant=TENANT, timeout_s=timeout_s))
+        return ClockworkClient(
+            ClientSettings(self.api_address, tenant=self.tenant, timeout_s=timeout_s)
+        )
+
+    def pids(self) -> dict[str, int]:
+        """Running processes by name (`api`, `worker0`, ...), for resource monitors."""
+        found = {f"worker{i}": w.proc.pid for i, w in enumerate(self.workers) if w.proc}
+        if self.api is not None and self.api.proc is not None:
+            found["api"] = self.api.proc.pid
+        return found
 
     # --- nemeses on Clockwork's processes ---------------------------------------------------
 
@@ -180,17 +210,23 @@ class Cluster:
     # --- teardown -----------------------------------------------------------------------------
 
     async def stop(self) -> None:
-        for proc in [*self.workers, *([self.api] if self.api else [])]:
-            if proc.proc is not None and proc.proc.returncode is None:
-                try:
-                    proc.proc.send_signal(signal.SIGCONT)
-                    await proc.kill(signal.SIGTERM)
-                except (ProcessLookupError, TimeoutError):
-                    await proc.kill(signal.SIGKILL)
+        await _terminate([*self.workers, *([self.api] if self.api else [])])
 
     def logs(self, tail_chars: int = 3000) -> str:
         procs = [*self.workers, *([self.api] if self.api else [])]
         return "\n".join(f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in procs)
+
+
+async def _terminate(procs: Sequence[ClockworkProcess]) -> None:
+    """SIGTERM each running process (after a SIGCONT, in case a nemesis stopped it);
+    SIGKILL if it does not exit in time."""
+    for proc in procs:
+        if proc.proc is not None and proc.proc.returncode is None:
+            try:
+                proc.proc.send_signal(signal.SIGCONT)
+                await proc.kill(signal.SIGTERM)
+            except (ProcessLookupError, TimeoutError):
+                await proc.kill(signal.SIGKILL)
 
 
 async def settle(
