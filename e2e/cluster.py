@@ -17,6 +17,7 @@ from pathlib import Path
 
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.coordination.etcd import cluster_status
+from clockwork_svc.storage.cassandra import drop_keyspace_for_tests
 from e2e.checker import Report, Window, collect_outcomes, judge
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
@@ -210,7 +211,14 @@ class Cluster:
     # --- teardown -----------------------------------------------------------------------------
 
     async def stop(self) -> None:
+        """Stop every process, then drop the cluster's keyspace. Every run makes a new
+        one; kept, they piled up over a session of benchmark and test runs until the
+        harness's Cassandra (1 GiB heap) died of an OutOfMemoryError."""
         await _terminate([*self.workers, *([self.api] if self.api else [])])
+        try:
+            await drop_keyspace_for_tests([self.env["CLOCKWORK_CASSANDRA"]], self.keyspace)
+        except Exception as exc:  # noqa: BLE001 - best effort: the run's result stands
+            print(f"keyspace {self.keyspace} not dropped: {exc}")
 
     def logs(self, tail_chars: int = 3000) -> str:
         procs = [*self.workers, *([self.api] if self.api else [])]
