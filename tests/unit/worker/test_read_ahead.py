@@ -39,10 +39,22 @@ class ReadTimes(SqliteStore):
 
 
 @dataclass
+class Gate:
+    """The worker's `may_dispatch` (is the lease deadline still far?)."""
+
+    open: bool = True
+
+    def __call__(self) -> bool:
+        return self.open
+
+
+@dataclass
 class Node:
     store: ReadTimes
     sink: RecordingSink
     scheduling: Scheduling
+    gate: Gate
+    worker: Worker
 
 
 @asynccontextmanager
@@ -53,7 +65,8 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
     layout = await store.layout()
     sink = RecordingSink()
     settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
-    worker = Worker(store, sink, CLOCK, layout, settings, Metrics())
+    gate = Gate()
+    worker = Worker(store, sink, CLOCK, layout, settings, Metrics(), may_dispatch=gate)
     worker.start()
     for shard in range(layout.shard_count):
         worker.add_shard(shard, CLOCK.now_ms())
@@ -61,7 +74,7 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
         store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
     )
     try:
-        yield Node(store, sink, scheduling)
+        yield Node(store, sink, scheduling, gate, worker)
     finally:
         await worker.stop()
         await store.close()
@@ -146,3 +159,32 @@ async def test_only_changes_to_an_active_schedule_wait_for_the_read_ahead(
         assert await timed(scheduling.cancel("acme", "k")) < 0.9  # paused -> cancelled
     finally:
         await store.close()
+
+
+async def test_a_firing_whose_lease_deadline_nears_during_the_wait_is_held_then_delivered(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "k", once(due))
+        await wait_for(lambda: "k" in n.store.reads)  # read ahead, now waiting...
+        n.gate.open = False  # ...when the lease deadline comes near
+        await asyncio.sleep((due - CLOCK.now_ms()) / 1000 + 0.5)
+        assert n.sink.sent_ms == {}  # not sent past its due time without the lease
+        n.gate.open = True
+        await wait_for(lambda: "k" in n.sink.sent_ms)
+        await asyncio.sleep(0.3)
+        assert n.sink.delivered == ["k"]  # once
+
+
+async def test_a_firing_whose_shard_is_dropped_during_the_wait_is_not_sent(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "k", once(due))
+        await wait_for(lambda: "k" in n.store.reads)  # read ahead, now waiting...
+        for shard in list(n.worker.owned_shards):
+            await n.worker.drop_shard(shard)  # ...when its shard goes to another worker
+        await asyncio.sleep((due - CLOCK.now_ms()) / 1000 + 0.5)
+        assert n.sink.sent_ms == {}  # its new owner delivers it, not this worker
