@@ -65,6 +65,8 @@ class Pending:
     reserved: bool = False
     # Released from a pause: drains at the tenant's drain rate.
     draining: bool = False
+    # Already holds its ordering key's turn (it was admitted, then put back).
+    sequenced: bool = False
 
 
 class Worker:
@@ -226,7 +228,11 @@ class Worker:
         if self._dispatch_paused:
             self._dispatch_paused = False
             log.warning("dispatch resumed")
-        if item.firing.ordering_key and not await self._sequencer.admit(item):
+        if (
+            item.firing.ordering_key
+            and not item.sequenced
+            and not await self._sequencer.admit(item)
+        ):
             return  # parked until the key's previous delivery resolves
         if await self._admitted(item):
             await self._slots.acquire()
@@ -307,7 +313,7 @@ class Worker:
             if scanner.active:
                 self._push(
                     self._clock.now_ms() + _PAUSED_RECHECK_MS,
-                    dataclasses.replace(item, reserved=True),
+                    dataclasses.replace(item, reserved=True, sequenced=True),
                 )
         except StoreUnavailable as exc:
             # Not done: try again shortly; the cursor stays behind this firing meanwhile.
@@ -337,7 +343,9 @@ class Worker:
         return self._clock.now_ms() + int(self._settings.store_retry_delay_s * 1000)
 
     def _retry_later(self, item: Pending) -> None:
-        self._push(self._retry_at(), dataclasses.replace(item, reserved=True))
+        # It keeps its ordering key's turn: admitted again, it would queue behind the
+        # key's other waiting firings, which wait for it (a deadlock).
+        self._push(self._retry_at(), dataclasses.replace(item, reserved=True, sequenced=True))
 
     async def stop(self) -> None:
         """Stop scanning, let in-flight deliveries finish (bounded), release shards."""

@@ -6,6 +6,7 @@ long enough that no read-ahead can send an occurrence due after it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -188,3 +189,27 @@ async def test_a_firing_whose_shard_is_dropped_during_the_wait_is_not_sent(
             await n.worker.drop_shard(shard)  # ...when its shard goes to another worker
         await asyncio.sleep((due - CLOCK.now_ms()) / 1000 + 0.5)
         assert n.sink.sent_ms == {}  # its new owner delivers it, not this worker
+
+
+async def test_an_ordering_key_is_not_stuck_when_its_delivery_is_put_back(
+    tmp_path: Path,
+) -> None:
+    """The firing in flight for an ordering key is put back (lease deadline near) while
+    an earlier occurrence of the key waits behind it: it keeps the key's turn, so both
+    are delivered once dispatch is allowed again (admitted afresh, it queued behind
+    the earlier one, which waited for it: neither was ever sent)."""
+    async with node(tmp_path) as n:
+        later = CLOCK.now_ms() + 1_000
+        spec = dataclasses.replace(once(later), ordering_key="o")
+        await n.scheduling.create("acme", "later", spec)
+        await wait_for(lambda: "later" in n.store.reads)  # in flight, waiting...
+        earlier = dataclasses.replace(once(later - 200), ordering_key="o")
+        await n.scheduling.create("acme", "earlier", earlier)  # ...parked behind it
+        await asyncio.sleep(0.05)  # (the fire loop parks it)
+        assert CLOCK.now_ms() < later - 50, "too slow to test this"
+        n.gate.open = False
+        await asyncio.sleep((later - CLOCK.now_ms()) / 1000 + 0.5)
+        assert n.sink.sent_ms == {}
+        n.gate.open = True
+        await wait_for(lambda: len(n.sink.sent_ms) == 2)
+        assert sorted(n.sink.delivered) == ["earlier", "later"]
