@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clockwork_svc.storage.cassandra import bridge
+from clockwork_svc.storage.cassandra.turn_batching import EndOfTurn
 
 Row = dict[str, Any]
 
@@ -41,8 +42,7 @@ class ScheduleReads:
         self._by_keys = by_keys
         self._max_keys = max_keys
         self._pending: dict[str, _Group] = {}
-        self._flush_scheduled = False
-        self._sending: set[asyncio.Task[None]] = set()
+        self._turn = EndOfTurn(self._flush, "cassandra-schedule-reads")
         self.requests_sent = 0
         self.keys_read = 0
 
@@ -52,22 +52,15 @@ class ScheduleReads:
         group = self._pending.setdefault(tenant, _Group())
         group.waiting.setdefault(key, []).append(future)
         if len(group.waiting) >= self._max_keys:
-            self._send(tenant, self._pending.pop(tenant))
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+            self._turn.send(self._read(tenant, self._pending.pop(tenant)))
+        else:
+            self._turn.flush_soon()
         return await future
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
         pending, self._pending = self._pending, {}
         for tenant, group in pending.items():
-            self._send(tenant, group)
-
-    def _send(self, tenant: str, group: _Group) -> None:
-        task = asyncio.create_task(self._read(tenant, group), name="cassandra-schedule-reads")
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+            self._turn.send(self._read(tenant, group))
 
     async def _read(self, tenant: str, group: _Group) -> None:
         keys = list(group.waiting)

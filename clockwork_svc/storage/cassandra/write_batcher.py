@@ -35,6 +35,7 @@ from cassandra.query import BatchStatement, BatchType
 
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge
+from clockwork_svc.storage.cassandra.turn_batching import EndOfTurn
 
 _VALUE_OVERHEAD = 16
 """Bytes counted per bound value on top of its own length (type and length headers)."""
@@ -90,8 +91,7 @@ class WriteBatcher:
         self._max_bytes = max_bytes
         self._pending: list[_Write] = []
         self._pending_bytes = 0
-        self._flush_scheduled = False
-        self._sending: set[asyncio.Task[None]] = set()
+        self._turn = EndOfTurn(self._flush, "cassandra-write-batch")
         self.batches_sent = 0
         self.statements_sent = 0
 
@@ -110,19 +110,15 @@ class WriteBatcher:
         self._pending_bytes += size
         if len(self._pending) >= self._max_statements:
             self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        else:
+            self._turn.flush_soon()
         await write.done
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
         if not self._pending:
             return
         writes, self._pending, self._pending_bytes = self._pending, [], 0
-        task = asyncio.create_task(self._send(writes), name="cassandra-write-batch")
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._turn.send(self._send(writes))
 
     async def _send(self, writes: list[_Write]) -> None:
         self._count(len(writes))
@@ -161,5 +157,4 @@ class WriteBatcher:
     async def drain(self) -> None:
         """Send what is pending and wait for every batch in flight."""
         self._flush()
-        while self._sending:
-            await asyncio.gather(*self._sending, return_exceptions=True)
+        await self._turn.drain()
