@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from clockwork_svc.domain.model import ClusterLayout, Schedule
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.planning import READ_AHEAD_MS
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.storage.sqlite import SqliteStore
@@ -58,8 +60,24 @@ class Node:
     worker: Worker
 
 
+@dataclass
+class Limited:
+    """Every tenant limited to `limits` (the worker's TenantSource)."""
+
+    limits_: TenantLimits
+
+    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
+        return ()
+
+    async def limits(self, tenant: str) -> TenantLimits:
+        return self.limits_
+
+    async def defaults(self, tenant: str) -> TenantDefaults:
+        return TenantDefaults()
+
+
 @asynccontextmanager
-async def node(tmp_path: Path) -> AsyncIterator[Node]:
+async def node(tmp_path: Path, tenants: Limited | None = None) -> AsyncIterator[Node]:
     store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
     assert isinstance(store, ReadTimes)
     store.reads = {}
@@ -67,7 +85,9 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
     sink = RecordingSink()
     settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
     gate = Gate()
-    worker = Worker(store, sink, CLOCK, layout, settings, Metrics(), may_dispatch=gate)
+    worker = Worker(
+        store, sink, CLOCK, layout, settings, Metrics(), may_dispatch=gate, tenants=tenants
+    )
     worker.start()
     for shard in range(layout.shard_count):
         worker.add_shard(shard, CLOCK.now_ms())
@@ -213,3 +233,21 @@ async def test_an_ordering_key_is_not_stuck_when_its_delivery_is_put_back(
         n.gate.open = True
         await wait_for(lambda: len(n.sink.sent_ms) == 2)
         assert sorted(n.sink.delivered) == ["earlier", "later"]
+
+
+async def test_the_rate_limit_counts_a_read_ahead_delivery_when_it_leaves(
+    tmp_path: Path,
+) -> None:
+    # All four are popped READ_AHEAD_MS early; at 4/s with a burst of 1 they must
+    # still leave 250 ms apart (taking the tokens at the pop let two leave together).
+    # The worker owns every shard: its share of the limit is the whole of it.
+    limited = Limited(TenantLimits(rate_per_s=4, burst=1))
+    async with node(tmp_path, limited) as n:
+        due = CLOCK.now_ms() + 1_000
+        for i in range(4):
+            await n.scheduling.create("acme", f"k{i}", once(due))
+        await wait_for(lambda: len(n.sink.sent_ms) == 4)
+        sent = sorted(n.sink.sent_ms.values())
+        assert sent[0] >= due
+        gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
+        assert min(gaps) >= 240, gaps
