@@ -1,9 +1,7 @@
 """The asyncio bridge over the driver's `execute_async`.
 
 The driver completes requests on its own I/O thread; its callbacks hand the result to
-the event loop through a `Handoff`: results queue up and the loop is woken once for
-all that arrive before it runs (one `call_soon_threadsafe`, one wake-up write and one
-GIL hand-off for a burst of responses, not one each). Results are fetched one page at a time
+the event loop with `call_soon_threadsafe`. Results are fetched one page at a time
 with an explicit `paging_state`: iterating a `ResultSet` past its first page fetches
 the next page synchronously, which would block the loop.
 
@@ -14,8 +12,6 @@ Driver errors that mean "unreachable, overloaded or timed out" become
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -68,58 +64,22 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
-def _settle(future: asyncio.Future[Page], outcome: Page | BaseException) -> None:
+def _settle_result(future: asyncio.Future[Page], page: Page) -> None:
     # The awaiting task may have been cancelled while the request was in flight.
-    if future.done():
-        return
-    if isinstance(outcome, Page):
-        future.set_result(outcome)
-    else:
-        future.set_exception(translate(outcome))
+    if not future.done():
+        future.set_result(page)
 
 
-class Handoff:
-    """Outcomes passed from the driver's threads to one event loop, which is woken once
-    per batch: a producer schedules a drain only if none is pending, and the drain
-    clears that mark before it empties the queue, so no outcome is left behind."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weak: `_handoffs` holds this object for as long as the loop lives.
-        self._loop = weakref.ref(loop)
-        self._ready: deque[tuple[asyncio.Future[Page], Page | BaseException]] = deque()
-        self._drain_pending = False
-
-    def put(self, future: asyncio.Future[Page], outcome: Page | BaseException) -> None:
-        """Called on a driver thread."""
-        self._ready.append((future, outcome))
-        if self._drain_pending:
-            return
-        self._drain_pending = True
-        loop = self._loop()
-        if loop is None:
-            return  # the loop is gone: nobody is waiting for this result any more
-        try:
-            loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting for this result any more
-
-    def _drain(self) -> None:
-        self._drain_pending = False
-        ready = self._ready
-        while ready:
-            _settle(*ready.popleft())
+def _settle_error(future: asyncio.Future[Page], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(translate(exc))
 
 
-_handoffs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Handoff] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def handoff_for(loop: asyncio.AbstractEventLoop) -> Handoff:
-    handoff = _handoffs.get(loop)
-    if handoff is None:
-        handoff = _handoffs[loop] = Handoff(loop)
-    return handoff
+def _hand_over(loop: asyncio.AbstractEventLoop, settle: Any, *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(settle, *args)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting for this result any more
 
 
 async def execute(
@@ -133,7 +93,6 @@ async def execute(
 ) -> Page:
     """Run one request and return one page of rows (and the state to fetch the next)."""
     loop = asyncio.get_running_loop()
-    handoff = handoff_for(loop)
     future: asyncio.Future[Page] = loop.create_future()
     if fetch_size is not None and isinstance(statement, PreparedStatement):
         statement = statement.bind(params or ())
@@ -149,10 +108,10 @@ async def execute(
     def on_result(rows: Any) -> None:
         # Runs on a driver thread; ResultSet here only wraps the page already received.
         page = ResultSet(response, rows)
-        handoff.put(future, Page(list(page.current_rows), page.paging_state))
+        _hand_over(loop, _settle_result, future, Page(list(page.current_rows), page.paging_state))
 
     def on_error(exc: BaseException) -> None:
-        handoff.put(future, exc)
+        _hand_over(loop, _settle_error, future, exc)
 
     response.add_callbacks(on_result, on_error)
     return await future
