@@ -354,6 +354,7 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with running(settings, api=api, worker=worker) as node:
         gc_policy.freeze_startup_heap()
+        gc_policy.observe_pauses(node.metrics.gc_paused)
         parts = [name for name, on in (("api", api), ("worker", worker)) if on]
         log.info(
             "clockwork %s started: grpc port %s, ops port %s, %d shards",

@@ -89,6 +89,13 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.gc_pause = Histogram(
+            "clockwork_gc_pause_seconds",
+            "Cyclic garbage collections (the whole process stops), by generation",
+            ["generation"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.host_clock_skew = Gauge(
             "clockwork_host_clock_skew_seconds",
             "This host's wall clock minus cluster time (the store's clock), when in use",
@@ -99,6 +106,9 @@ class Metrics:
             "Shards dropped because a newer epoch owns them",
             registry=r,
         )
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        self.gc_pause.labels(str(generation)).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

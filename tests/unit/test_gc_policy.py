@@ -4,9 +4,13 @@ would change every later test."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
+
+from clockwork_svc import gc_policy
+from clockwork_svc.observability.metrics import Metrics
 
 CHILD = textwrap.dedent(
     """
@@ -36,3 +40,24 @@ def test_start_up_heap_is_frozen_and_later_objects_are_collected() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("frozen ")
+
+
+def _pauses(metrics: Metrics, generation: str) -> float:
+    line = f'clockwork_gc_pause_seconds_count{{generation="{generation}"}} '
+    counted = [row for row in metrics.render().decode().splitlines() if row.startswith(line)]
+    return float(counted[0].split()[-1]) if counted else 0.0
+
+
+def test_collections_are_timed_into_the_pause_histogram() -> None:
+    metrics = Metrics()
+    stop = gc_policy.observe_pauses(metrics.gc_paused)
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        stop()
+    assert _pauses(metrics, "0") >= 1
+    full = _pauses(metrics, "2")
+    assert full >= 1
+    gc.collect(2)  # after stop(): not counted
+    assert _pauses(metrics, "2") == full
