@@ -29,6 +29,7 @@ CHILD = textwrap.dedent(
     later = []
     later.append(later)  # objects made after start-up are still collected
     assert any(o is later for o in gc.get_objects())
+    assert gc.get_threshold()[0] == gc_policy.YOUNG_THRESHOLD
     print("frozen", frozen, "tracked", len(tracked))
     """
 )
