@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 from clockwork_svc.domain.model import DeliveryResult, Firing
 from clockwork_svc.domain.spec import Target
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.tenancy import NO_LIMITS
 
 
 class RecordingSink:
@@ -33,3 +35,20 @@ class RecordingSink:
 
     async def close(self) -> None:
         return None
+
+
+class FixedTenants:
+    """A worker's `TenantSource`: every tenant has `limits`, no signing secrets and the
+    default policies."""
+
+    def __init__(self, limits: TenantLimits = NO_LIMITS) -> None:
+        self.fixed_limits = limits
+
+    async def limits(self, tenant: str) -> TenantLimits:
+        return self.fixed_limits
+
+    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
+        return ()
+
+    async def defaults(self, tenant: str) -> TenantDefaults:
+        return TenantDefaults()

@@ -20,13 +20,13 @@ from clockwork_svc.domain.model import ClusterLayout, Schedule
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.planning import READ_AHEAD_MS
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
-from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.domain.tenant import TenantLimits
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.storage.sqlite import SqliteStore
 from clockwork_svc.worker.shard_scanner import ScanSettings
 from clockwork_svc.worker.worker import Worker, WorkerSettings
-from tests.unit.worker.fakes import RecordingSink
+from tests.unit.worker.fakes import FixedTenants, RecordingSink
 
 CLOCK = SystemClock()
 
@@ -60,24 +60,8 @@ class Node:
     worker: Worker
 
 
-@dataclass
-class Limited:
-    """Every tenant limited to `limits` (the worker's TenantSource)."""
-
-    limits_: TenantLimits
-
-    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
-        return ()
-
-    async def limits(self, tenant: str) -> TenantLimits:
-        return self.limits_
-
-    async def defaults(self, tenant: str) -> TenantDefaults:
-        return TenantDefaults()
-
-
 @asynccontextmanager
-async def node(tmp_path: Path, tenants: Limited | None = None) -> AsyncIterator[Node]:
+async def node(tmp_path: Path, tenants: FixedTenants | None = None) -> AsyncIterator[Node]:
     store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
     assert isinstance(store, ReadTimes)
     store.reads = {}
@@ -241,7 +225,7 @@ async def test_the_rate_limit_counts_a_read_ahead_delivery_when_it_leaves(
     # All four are popped READ_AHEAD_MS early; at 4/s with a burst of 1 they must
     # still leave 250 ms apart (taking the tokens at the pop let two leave together).
     # The worker owns every shard: its share of the limit is the whole of it.
-    limited = Limited(TenantLimits(rate_per_s=4, burst=1))
+    limited = FixedTenants(TenantLimits(rate_per_s=4, burst=1))
     async with node(tmp_path, limited) as n:
         due = CLOCK.now_ms() + 1_000
         for i in range(4):

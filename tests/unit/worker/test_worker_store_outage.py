@@ -15,34 +15,29 @@ from clockwork_svc.domain import triggers
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
-from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.domain.tenant import TenantLimits
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.storage.sqlite import SqliteStore
-from clockwork_svc.tenancy import NO_LIMITS
 from clockwork_svc.worker.shard_scanner import ScanSettings
 from clockwork_svc.worker.worker import Worker, WorkerSettings
+from tests.unit.worker.fakes import FixedTenants
 from tests.unit.worker.fakes import RecordingSink as Sink
 
 
-class FlakyTenants:
+class FlakyTenants(FixedTenants):
     """A tenant source whose first `failures` limit lookups find the store down."""
 
     def __init__(self, failures: int) -> None:
+        super().__init__()
         self.failures = failures
 
     async def limits(self, tenant: str) -> TenantLimits:
         if self.failures > 0:
             self.failures -= 1
             raise StoreUnavailable("cassandra: NoHostAvailable (injected)")
-        return NO_LIMITS
-
-    async def signing_secrets(self, tenant: str) -> tuple[str, ...]:
-        return ()
-
-    async def defaults(self, tenant: str) -> TenantDefaults:
-        return TenantDefaults()
+        return await super().limits(tenant)
 
 
 async def test_a_failed_tenant_lookup_delays_the_firing_instead_of_killing_the_worker(
