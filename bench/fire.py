@@ -32,7 +32,7 @@ import uvloop
 from bench import analysis, loadgen, plot
 from bench.cluster import BenchCluster
 from bench.common import RESULTS_DIR, machine, now_ms, print_table, ratio, write_json
-from bench.resources import ResourceMonitor
+from bench.resources import ResourceMonitor, listener_pid
 from bench.sink import SinkProcess
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
@@ -113,7 +113,13 @@ async def deliver_phase(
             work = await preload(client, label, n, window_ms, f"{sink.url}/fire")
         first_due = min(work.expected.values())
         await asyncio.sleep(max(0.0, (first_due - now_ms()) / 1000))
-        monitor = ResourceMonitor(cluster.pids()).start()
+        # Cassandra and the sink share the two cores with the workers: their CPU per
+        # firing says where the machine's time goes.
+        pids = cluster.pids() | {"sink": sink.pid}
+        cassandra = listener_pid(cluster.env["CLOCKWORK_CASSANDRA"])
+        if cassandra is not None:
+            pids["cassandra"] = cassandra
+        monitor = ResourceMonitor(pids).start()
         await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=60.0)
         await asyncio.sleep(1.0)  # stragglers (duplicates) before judging
         usage = await monitor.stop()
@@ -130,6 +136,9 @@ async def deliver_phase(
     per_100k = 100_000 / max(1, row["received"])
     worker_cpu = sum(u.cpu_s for name, u in usage.items() if name.startswith("worker"))
     row["worker_cpu_s_per_100k"] = round(worker_cpu * per_100k, 1)
+    for name in ("cassandra", "sink"):
+        if name in usage:
+            row[f"{name}_cpu_s_per_100k"] = round(usage[name].cpu_s * per_100k, 1)
     row["api_cpu_s"] = usage["api"].cpu_s if "api" in usage else None
     row["worker_peak_rss_mb"] = max(
         (u.peak_rss_mb for name, u in usage.items() if name.startswith("worker")), default=0.0

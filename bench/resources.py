@@ -15,6 +15,16 @@ class Usage:
     peak_rss_mb: float
 
 
+def listener_pid(address: str) -> int | None:
+    """The pid of the local process listening on `address` ("host:port"), if any: the
+    harness's Cassandra, say, whose CPU belongs in a benchmark's cost figures."""
+    port = int(address.rsplit(":", 1)[1])
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            return int(conn.pid) if conn.pid is not None else None
+    return None
+
+
 class ResourceMonitor:
     """Samples the RSS of some processes every `interval_s`; CPU from their counters."""
 

@@ -42,7 +42,9 @@ class EtcdCoordinatorLike(Protocol):
     async def stop(self) -> None: ...
 
 
-async def open_store(settings: ProcessSettings, clock: Clock) -> Store:
+async def open_store(settings: ProcessSettings, clock: Clock, *, serves_api: bool) -> Store:
+    """`serves_api`: an api's schedule reads answer a waiting client, so they do not
+    linger (`CassandraSettings.batch_linger_ms`)."""
     layout = ClusterLayout(settings.layout.shard_count, settings.layout.bucket_ms, clock.now_ms())
     if settings.store.kind == "sqlite":
         from clockwork_svc.storage.sqlite import SqliteStore
@@ -59,6 +61,8 @@ async def open_store(settings: ProcessSettings, clock: Clock) -> Store:
         password=c.password,
         connect_timeout_s=c.connect_timeout_s,
         write_batch=c.write_batch,
+        batch_linger_s=c.batch_linger_ms / 1000,
+        read_linger_s=0.0 if serves_api else c.batch_linger_ms / 1000,
     )
 
 
@@ -114,7 +118,7 @@ async def start_node(
     if clock is None and settings.store.kind == "cassandra":
         clock = store_clock = StoreClock()
     clock = clock or SystemClock()
-    store = await open_store(settings, clock)
+    store = await open_store(settings, clock, serves_api=api)
     layout = await store.layout()
     node = Node(store, metrics, layout)
     try:

@@ -160,6 +160,15 @@ def _cassandra_options(fn: Any) -> Any:
         show_default=True,
         help="Most per-firing upserts a worker sends as one batch request (1: each alone).",
     )(fn)
+    fn = click.option(
+        "--cassandra-batch-linger-ms",
+        envvar="CLOCKWORK_CASSANDRA_BATCH_LINGER_MS",
+        type=click.FloatRange(0, 100),
+        default=20.0,
+        show_default=True,
+        help="How long a worker gathers per-firing upserts and read-ahead schedule reads "
+        "into one request (0: one event-loop turn).",
+    )(fn)
     return fn
 
 
@@ -190,6 +199,7 @@ def _cassandra_settings(kw: dict[str, Any]) -> CassandraSettings:
         kw["cassandra_password"],
         kw["cassandra_connect_timeout"],
         kw["cassandra_write_batch"],
+        kw["cassandra_batch_linger_ms"],
     )
 
 

@@ -86,3 +86,32 @@ async def test_an_unreachable_cluster_fails_every_read(store: CassandraStore) ->
         *(reads.get("t", f"k{i}") for i in range(3)), return_exceptions=True
     )
     assert all(isinstance(r, StoreUnavailable) for r in results), results
+
+
+async def test_a_linger_gathers_reads_of_later_turns() -> None:
+    """A worker's reads come a few per event-loop turn; with a linger, reads issued
+    over several turns within it share one request (with none, one each)."""
+    from clockwork_svc.storage import cassandra
+
+    address = require_server("CLOCKWORK_CASSANDRA")
+    keyspace = "reads_" + uuid.uuid4().hex[:10]
+    await cassandra.create_cluster_for_tests([address], keyspace, LAYOUT)
+    try:
+        for linger_s, requests in ((0.0, 5), (0.5, 1)):
+            store = await CassandraStore.open([address], keyspace, read_linger_s=linger_s)
+            try:
+                schedules = [make_schedule("tl", f"k{linger_s}-{i}") for i in range(5)]
+                for s in schedules:
+                    await store.insert_schedule(s)
+                reads = reads_of(store)
+                before = reads.requests_sent
+                pending = []
+                for s in schedules:  # one read per turn
+                    pending.append(asyncio.ensure_future(store.get_schedule("tl", s.key)))
+                    await asyncio.sleep(0)
+                assert await asyncio.gather(*pending) == schedules
+                assert reads.requests_sent - before == requests, linger_s
+            finally:
+                await store.close()
+    finally:
+        await cassandra.drop_keyspace_for_tests([address], keyspace)

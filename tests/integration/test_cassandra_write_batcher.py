@@ -106,3 +106,30 @@ async def test_an_unreachable_cluster_fails_every_write(table: tuple[Any, Any, s
         *(batcher.write(prepared, ("k", i, "v")) for i in range(4)), return_exceptions=True
     )
     assert all(isinstance(r, StoreUnavailable) for r in results), results
+
+
+async def test_a_linger_gathers_writes_of_later_turns(table: tuple[Any, Any, str]) -> None:
+    """Writes issued one per event-loop turn: with a linger they share one batch, and
+    each caller still returns only once its write is applied; with none, one each."""
+    session, upsert, name = table
+    for linger_s, batches in ((0.0, 6), (0.5, 1)):
+        batcher = WriteBatcher(session, linger_s=linger_s)
+        key = uuid.uuid4().hex
+        pending = []
+        for i in range(6):
+            pending.append(asyncio.ensure_future(batcher.write(upsert, (key, i, "v"))))
+            await asyncio.sleep(0)
+        await asyncio.gather(*pending)
+        assert (batcher.batches_sent, batcher.statements_sent) == (batches, 6), linger_s
+        assert len(await rows(session, name, key)) == 6
+
+
+async def test_a_full_batch_does_not_wait_for_the_linger(table: tuple[Any, Any, str]) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=4, linger_s=30.0)
+    key = uuid.uuid4().hex
+    await asyncio.wait_for(
+        asyncio.gather(*(batcher.write(upsert, (key, i, "v")) for i in range(8))), timeout=10
+    )
+    assert batcher.batches_sent == 2
+    assert len(await rows(session, name, key)) == 8

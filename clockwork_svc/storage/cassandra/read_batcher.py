@@ -5,8 +5,10 @@ version the firing was written for, still active?). A worker dispatching hundred
 firings a second would send as many single-row requests, and on two cores the
 client-side cost of each request (a driver future, a hop from the driver's I/O thread
 back to the event loop) is what bounds the firing rate. `ScheduleReads` collects the
-reads issued within one event-loop turn and sends, per tenant, one
-`WHERE tenant = ? AND key IN ?` request for up to `max_keys` keys.
+reads issued within one event-loop turn (a worker's: within `linger_s` of the first;
+it reads READ_AHEAD_MS before the due time, so that wait is not firing lag) and
+sends, per tenant, one `WHERE tenant = ? AND key IN ?` request for up to `max_keys`
+keys.
 
 Each caller still gets exactly its row (or None), or the request's error. A read
 issued after another one's result arrived goes in a later request, so a caller never
@@ -33,16 +35,18 @@ class _Group:
 
 
 class ScheduleReads:
-    def __init__(self, session: Any, by_keys: Any, *, max_keys: int = 64) -> None:
+    def __init__(
+        self, session: Any, by_keys: Any, *, max_keys: int = 64, linger_s: float = 0.0
+    ) -> None:
         """`by_keys`: a prepared `SELECT ... WHERE tenant = ? AND key IN ?` whose rows
-        carry a `key` column."""
+        carry a `key` column; `linger_s`: how long reads are gathered (0: one turn)."""
         if max_keys < 1:
             raise ValueError("max_keys must be >= 1")
         self._session = session
         self._by_keys = by_keys
         self._max_keys = max_keys
         self._pending: dict[str, _Group] = {}
-        self._turn = EndOfTurn(self._flush, "cassandra-schedule-reads")
+        self._turn = EndOfTurn(self._flush, "cassandra-schedule-reads", linger_s)
         self.requests_sent = 0
         self.keys_read = 0
 

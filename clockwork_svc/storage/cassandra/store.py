@@ -297,13 +297,17 @@ class CassandraStore:
         layout: ClusterLayout,
         firing_retention_s: int,
         write_batch: int = 32,
+        batch_linger_s: float = 0.0,
+        read_linger_s: float = 0.0,
     ) -> None:
         self._cluster = cluster
         self._session = session
         # The per-firing upserts (execution, runtime columns, ordering block, done).
-        self._writes = WriteBatcher(session, max_statements=write_batch)
+        self._writes = WriteBatcher(session, max_statements=write_batch, linger_s=batch_linger_s)
         # Schedule reads issued together (one per dispatched firing) go as one request.
-        self._schedule_reads = ScheduleReads(session, statements.select_schedules)
+        self._schedule_reads = ScheduleReads(
+            session, statements.select_schedules, linger_s=read_linger_s
+        )
         self._st = statements
         self._layout = layout
         self._retention_s = firing_retention_s
@@ -320,9 +324,16 @@ class CassandraStore:
         password: str | None = None,
         connect_timeout_s: float = 60.0,
         write_batch: int = 32,
+        batch_linger_s: float = 0.0,
+        read_linger_s: float = 0.0,
     ) -> CassandraStore:
         """Connect (retrying an unreachable cluster until `connect_timeout_s`), check the
-        keyspace's schema and layout, and prepare every statement."""
+        keyspace's schema and layout, and prepare every statement.
+
+        `batch_linger_s`: how long the per-firing upserts are gathered into one batch
+        (they follow a delivery: no client waits on them); `read_linger_s`: the same for
+        schedule reads (a worker's read ahead of the due time; an api's answer a client
+        waits for, so 0 there)."""
         schema.check_keyspace(keyspace)
         cluster, session = await connecting.connect(
             contact_points,
@@ -337,7 +348,16 @@ class CassandraStore:
         except BaseException:
             await connecting.shutdown(cluster)
             raise
-        return cls(cluster, session, statements, layout, retention_s, write_batch)
+        return cls(
+            cluster,
+            session,
+            statements,
+            layout,
+            retention_s,
+            write_batch,
+            batch_linger_s,
+            read_linger_s,
+        )
 
     async def close(self) -> None:
         if not self._closed:

@@ -1,6 +1,12 @@
 """What the schedule-read and write batchers share: requests issued within one
-event-loop turn are collected, then sent together when the turn ends, and the
-requests in flight are tracked so that none is dropped (or left unawaited).
+event-loop turn (or, with a linger, within a few milliseconds) are collected, then
+sent together, and the requests in flight are tracked so that none is dropped (or
+left unawaited).
+
+The linger trades latency for requests: a worker dispatching a few hundred firings a
+second issues its per-firing writes a few per turn, so with no linger each batch is
+small, and both the client and Cassandra pay a request's fixed cost per few rows.
+Waiting `linger_s` after the first request of a batch gathers the next turns' too.
 """
 
 from __future__ import annotations
@@ -11,19 +17,28 @@ from typing import Any
 
 
 class EndOfTurn:
-    def __init__(self, flush: Callable[[], None], task_name: str) -> None:
-        """`flush` sends whatever its owner has collected; `task_name` names the sends."""
+    def __init__(self, flush: Callable[[], None], task_name: str, linger_s: float = 0.0) -> None:
+        """`flush` sends whatever its owner has collected; `task_name` names the sends;
+        `linger_s`: how long after the first request the batch is sent (0: when the
+        current event-loop turn ends)."""
+        if linger_s < 0:
+            raise ValueError("linger_s must be >= 0")
         self._flush = flush
         self._task_name = task_name
+        self._linger_s = linger_s
         self._scheduled = False
         self._sending: set[asyncio.Task[None]] = set()
 
     def flush_soon(self) -> None:
-        """Call `flush` once when the current event-loop turn ends (however many
-        requests ask for it within the turn)."""
+        """Call `flush` once when the current event-loop turn ends, or `linger_s` from
+        now (however many requests ask for it meanwhile)."""
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._run)
+            loop = asyncio.get_running_loop()
+            if self._linger_s:
+                loop.call_later(self._linger_s, self._run)
+            else:
+                loop.call_soon(self._run)
 
     def _run(self) -> None:
         self._scheduled = False

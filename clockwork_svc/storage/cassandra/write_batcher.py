@@ -5,7 +5,9 @@ single-row upserts (the execution, the schedule's runtime columns, `done`). Each
 sent alone costs a driver request: a future, a callback on the driver's thread, a hop
 back to the event loop; on two cores that client-side cost, not Cassandra, bounds the
 firing rate. `WriteBatcher` collects the upserts issued within one event-loop turn
-and sends them as one UNLOGGED batch: one request, one round trip.
+(or, with `linger_s`, within that long after the first) and sends them as one
+UNLOGGED batch: one request, one round trip. These writes follow the delivery, so a
+linger of a few milliseconds adds nothing to the firing lag.
 
 What a caller sees is unchanged: `write` returns once its statement is applied, or
 raises the batch's error (every statement of a failed batch fails; they are
@@ -82,7 +84,14 @@ def _size(params: Sequence[Any]) -> int:
 
 
 class WriteBatcher:
-    def __init__(self, session: Any, *, max_statements: int = 32, max_bytes: int = 24_576):
+    def __init__(
+        self,
+        session: Any,
+        *,
+        max_statements: int = 32,
+        max_bytes: int = 24_576,
+        linger_s: float = 0.0,
+    ):
         if max_statements < 1:
             raise ValueError("max_statements must be >= 1")
         quiet_batch_warnings()
@@ -91,7 +100,7 @@ class WriteBatcher:
         self._max_bytes = max_bytes
         self._pending: list[_Write] = []
         self._pending_bytes = 0
-        self._turn = EndOfTurn(self._flush, "cassandra-write-batch")
+        self._turn = EndOfTurn(self._flush, "cassandra-write-batch", linger_s)
         self.batches_sent = 0
         self.statements_sent = 0
 
