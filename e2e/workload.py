@@ -13,8 +13,9 @@ recurring schedule arms its first occurrence at or after the server's "now", so 
 occurrences due inside that interval are *optional* (neither required nor forbidden);
 the ones due after the acknowledgement are required. A one-shot is always required
 (one due in the past fires at once). Likewise, a cancelled schedule's occurrences due
-before the cancel was sent are optional, and those due after it was acknowledged are
-forbidden.
+after the cancel was acknowledged are forbidden, and the ones due before it are
+optional, however long before: an occurrence still pending when the cancel lands (a
+backlog behind a failed worker, say) is superseded by it, not delivered late.
 """
 
 from __future__ import annotations
@@ -267,7 +268,9 @@ class Workload:
                     continue
                 # A one-shot fires even if its time passed before the create landed.
                 required = planned.kind == "once" or at > acked.acked_ms
-                if cancel is not None and at >= cancel.sent_ms:
+                if cancel is not None:
+                    # Delivered if its worker got to it before the cancel landed; if it
+                    # was still pending (overdue after a takeover), the cancel wins.
                     required = False
                 out.firings[delivery] = ExpectedFiring(
                     delivery, key, planned.kind, at, at, required

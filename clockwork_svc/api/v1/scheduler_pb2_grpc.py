@@ -154,7 +154,9 @@ class SchedulerServiceServicer:
 
     def CancelSchedule(self, request, context):
         """Cancels a schedule for good; no occurrence due after the acknowledgement is
-        sent. Idempotent.
+        sent, nor an overdue one that no worker had started when the cancel was
+        written (a backlog behind a failed worker, say): the cancel supersedes it.
+        Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -66,7 +66,9 @@ class SchedulerServiceStub:
     """
     CancelSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.CancelScheduleRequest, _scheduler_pb2.Schedule]
     """Cancels a schedule for good; no occurrence due after the acknowledgement is
-    sent. Idempotent.
+    sent, nor an overdue one that no worker had started when the cancel was
+    written (a backlog behind a failed worker, say): the cancel supersedes it.
+    Idempotent.
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]
     """Lists delivery attempts of a schedule, newest first."""
@@ -112,7 +114,9 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     """
     CancelSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.CancelScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Cancels a schedule for good; no occurrence due after the acknowledgement is
-    sent. Idempotent.
+    sent, nor an overdue one that no worker had started when the cancel was
+    written (a backlog behind a failed worker, say): the cancel supersedes it.
+    Idempotent.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """Lists delivery attempts of a schedule, newest first."""
@@ -203,7 +207,9 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
         """Cancels a schedule for good; no occurrence due after the acknowledgement is
-        sent. Idempotent.
+        sent, nor an overdue one that no worker had started when the cancel was
+        written (a backlog behind a failed worker, say): the cancel supersedes it.
+        Idempotent.
         """
 
     @_abc_1.abstractmethod

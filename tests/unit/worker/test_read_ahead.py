@@ -140,6 +140,38 @@ async def test_a_cancel_acknowledged_before_the_read_ahead_stops_the_firing(
         assert n.sink.sent_ms == {}  # ...and sent nothing
 
 
+async def test_a_cancel_supersedes_an_overdue_firing_no_worker_has_started(
+    tmp_path: Path,
+) -> None:
+    """The backlog of a dead worker: occurrences already due, not yet started by the
+    successor. A cancel written before the successor reaches them wins: not sent."""
+    store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
+    assert isinstance(store, ReadTimes)
+    store.reads = {}
+    layout = await store.layout()
+    # No worker yet: the shards' owner is down.
+    scheduling = Scheduling(store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True))
+    due = CLOCK.now_ms() + 100
+    await scheduling.create("acme", "cancelled", once(due))
+    await scheduling.create("acme", "kept", once(due))
+    await asyncio.sleep(0.4)
+    await scheduling.cancel("acme", "cancelled")  # overdue by now, and never started
+    sink = RecordingSink()
+    settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
+    worker = Worker(store, sink, CLOCK, layout, settings, Metrics())
+    worker.start()
+    try:
+        for shard in range(layout.shard_count):  # the successor takes the shards over
+            worker.add_shard(shard, CLOCK.now_ms())
+        await wait_for(lambda: "kept" in sink.sent_ms)
+        await wait_for(lambda: "cancelled" in store.reads)  # it did look at it...
+        await asyncio.sleep(0.3)
+        assert "cancelled" not in sink.sent_ms  # ...and superseded it
+    finally:
+        await worker.stop()
+        await store.close()
+
+
 async def test_only_changes_to_an_active_schedule_wait_for_the_read_ahead(
     tmp_path: Path,
 ) -> None:
