@@ -30,7 +30,7 @@ class CassandraSettings:
     # How long start-up keeps retrying an unreachable cluster before giving up.
     connect_timeout_s: float = 120.0
     # Most per-firing upserts coalesced into one batch request (1: each sent alone).
-    write_batch: int = 32
+    write_batch: int = 128
     # How long a worker gathers its per-firing upserts, and its schedule reads (read
     # ahead of the due time), into one request (0: one event-loop turn's worth).
     batch_linger_ms: float = 20.0

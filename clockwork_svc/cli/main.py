@@ -156,7 +156,7 @@ def _cassandra_options(fn: Any) -> Any:
         "--cassandra-write-batch",
         envvar="CLOCKWORK_CASSANDRA_WRITE_BATCH",
         type=click.IntRange(1, 256),
-        default=32,
+        default=128,
         show_default=True,
         help="Most per-firing upserts a worker sends as one batch request (1: each alone).",
     )(fn)

@@ -203,6 +203,12 @@ concurrent_materialized_view_writes: 2
 concurrent_compactors: 1
 memtable_flush_writers: 1
 hinted_handoff_enabled: false
+# Workers send their per-firing upserts as UNLOGGED batches of up to ~24 KiB that
+# span partitions (docs/operations.md, "Cassandra settings"): at the 5 KiB and
+# 10-partition defaults Cassandra logs a WARN line for nearly every such batch and
+# returns a warning with it.
+batch_size_warn_threshold: 40KiB
+unlogged_batch_across_partitions_warn_threshold: 1000
 # A fresh single node never talks to 4.x nodes: enable 5.0-only features.
 storage_compatibility_mode: NONE
 """

@@ -86,6 +86,25 @@ async def test_a_size_cap_splits_batches(table: tuple[Any, Any, str]) -> None:
     assert len(await rows(session, name, key)) == 20
 
 
+@pytest.mark.parametrize(("value_len", "partitions"), [(0, 256), (40, 256), (200, 64), (3_000, 8)])
+async def test_the_default_size_cap_stays_below_cassandras_fail_threshold(
+    table: tuple[Any, Any, str], value_len: int, partitions: int
+) -> None:
+    """At the most statements a worker may batch (256, the flag's maximum) and the
+    default byte cap, no batch is refused "Batch too large" (batch_size_fail_threshold,
+    50 KiB as Cassandra counts it): a refused batch would be re-sent one statement per
+    request, which `batches_sent` would show."""
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=256)
+    prefix = uuid.uuid4().hex
+    writes = [(f"{prefix}-{i % partitions}", i, "v" * value_len) for i in range(256)]
+    await asyncio.gather(*(batcher.write(upsert, w) for w in writes))
+    assert batcher.statements_sent == 256
+    assert batcher.batches_sent < 256 * (value_len + 60) // 20_000 + 3
+    for key in {w[0] for w in writes[:3]}:
+        assert len(await rows(session, name, key)) == 256 // partitions
+
+
 async def test_one_at_a_time_when_the_limit_is_one(table: tuple[Any, Any, str]) -> None:
     session, upsert, name = table
     batcher = WriteBatcher(session, max_statements=1)

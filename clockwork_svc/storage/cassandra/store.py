@@ -296,7 +296,7 @@ class CassandraStore:
         statements: _Statements,
         layout: ClusterLayout,
         firing_retention_s: int,
-        write_batch: int = 32,
+        write_batch: int = 128,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
     ) -> None:
@@ -323,7 +323,7 @@ class CassandraStore:
         username: str | None = None,
         password: str | None = None,
         connect_timeout_s: float = 60.0,
-        write_batch: int = 32,
+        write_batch: int = 128,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
     ) -> CassandraStore:

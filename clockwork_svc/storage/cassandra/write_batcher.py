@@ -88,7 +88,7 @@ class WriteBatcher:
         self,
         session: Any,
         *,
-        max_statements: int = 32,
+        max_statements: int = 128,
         max_bytes: int = 24_576,
         linger_s: float = 0.0,
     ):
