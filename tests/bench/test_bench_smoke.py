@@ -75,7 +75,7 @@ def test_fire(tmp_path: Path) -> None:
         "8",
     )
     runs = report["runs"]
-    assert [r["run"] for r in runs] == ["saturate-w1", "half-rate"]
+    assert [r["run"] for r in runs] == ["warm-up", "saturate-w1", "half-rate"]
     for r in runs:
         assert (r["lost"], r["unexpected"], r["received"]) == (0, 0, r["n"]), r
         assert r["early"] == 0, r  # one machine: cluster time is the sink's clock
