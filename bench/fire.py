@@ -8,11 +8,9 @@ Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Sta
 `clockwork api`, N `clockwork worker` processes (etcd shares the shards) and the sink
 (bench/sink.py, its own process). First a warm-up: a quarter of the saturating
 workload at the same rate (--warm-up, 0 to skip), reported as "warm-up" and left out
-of the best rate: a just-started Cassandra spends its first thousands of requests
-compiling its hot paths (bench.peers measured 565 ms of median lag cold and 1 ms warm
-at the same offered rate). Then for each worker count: M one-shots are created
-through the API, due over a short window starting after the preload ends (saturating:
-the offered rate is well above what a worker delivers), and the run reports
+of the best rate (`bench.common.warm_up`). Then for each worker count: M one-shots
+are created through the API, due over a short window starting after the preload ends
+(saturating: the offered rate is well above what a worker delivers), and the run reports
 deliveries/s, firing lag p50/p99/max (sink receive time minus due time), lost and
 duplicated (the project's checker), and the api and worker CPU seconds and peak RSS
 per 100k firings. Then, with the most workers: a steady run at half the measured rate
@@ -36,7 +34,16 @@ import uvloop
 
 from bench import analysis, loadgen, plot
 from bench.cluster import BenchCluster
-from bench.common import RESULTS_DIR, machine, now_ms, print_table, ratio, write_json
+from bench.common import (
+    RESULTS_DIR,
+    WARM_UP_FRACTION,
+    machine,
+    now_ms,
+    print_table,
+    ratio,
+    warm_up,
+    write_json,
+)
 from bench.resources import ResourceMonitor, listener_pid
 from bench.sink import SinkProcess
 from clockwork_svc.client import ClockworkClient
@@ -196,8 +203,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         report["logs"] = str(run_dir)
         if args.warm_up > 0:
             await cluster.start_workers(args.workers[0])
-            warm_n = max(10, int(args.m * args.warm_up))
-            warm_ms = max(1000, int(args.window_s * 1000 * args.warm_up))
+            warm_n, warm_ms = warm_up(args.m, args.window_s * 1000, args.warm_up)
             row, _ = await deliver_phase(cluster, run_dir, "warm-up", warm_n, warm_ms, timeout_s)
             report["runs"].append(row)
             print_table("fire", [row])
@@ -247,7 +253,7 @@ def main() -> None:
     parser.add_argument(
         "--warm-up",
         type=float,
-        default=0.25,
+        default=WARM_UP_FRACTION,
         help="first run, not measured: this fraction of --m and --window-s (0: none)",
     )
     parser.add_argument("--burst", action="store_true", help="also 100k due in one second")

@@ -30,7 +30,7 @@ import uvloop
 
 from bench import analysis, fire
 from bench.cluster import BenchCluster
-from bench.common import free_port, machine, now_ms, print_table, write_json
+from bench.common import free_port, machine, now_ms, print_table, warm_up, write_json
 from bench.sink import SinkProcess
 
 Runner = Callable[[Path, str, int, int], Awaitable[dict[str, Any]]]
@@ -189,12 +189,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "runs": [],
     }
     light_n = max(10, int(args.light_rate * args.light_s))
-    # Each scheduler first runs a quarter of the saturating workload at the same rate,
-    # reported as "warm-up": the first run after a server starts pays for its warm-up
-    # (Cassandra's JIT: measured 1,937/s with a 565 ms median lag cold, 2,000/s with
-    # 1 ms warm, same offered rate), and no scheduler should be measured cold.
+    # Each scheduler first runs a warm-up (bench.common.warm_up), reported as such: no
+    # scheduler should be measured cold.
     workloads = [
-        ("warm-up", max(10, args.m // 4), max(1000, args.window_s * 250)),
+        ("warm-up", *warm_up(args.m, args.window_s * 1000)),
         ("saturate", args.m, args.window_s * 1000),
         ("light", light_n, int(args.light_s * 1000)),
     ]

@@ -36,7 +36,7 @@ from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
 from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
-from clockwork_svc.storage.cassandra.write_batcher import WriteBatcher
+from clockwork_svc.storage.cassandra.write_batcher import DEFAULT_MAX_STATEMENTS, WriteBatcher
 
 T = TypeVar("T")
 
@@ -296,7 +296,7 @@ class CassandraStore:
         statements: _Statements,
         layout: ClusterLayout,
         firing_retention_s: int,
-        write_batch: int = 128,
+        write_batch: int = DEFAULT_MAX_STATEMENTS,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
     ) -> None:
@@ -323,7 +323,7 @@ class CassandraStore:
         username: str | None = None,
         password: str | None = None,
         connect_timeout_s: float = 60.0,
-        write_batch: int = 128,
+        write_batch: int = DEFAULT_MAX_STATEMENTS,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
     ) -> CassandraStore:

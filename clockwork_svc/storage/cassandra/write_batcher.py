@@ -39,6 +39,9 @@ from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge
 from clockwork_svc.storage.cassandra.turn_batching import EndOfTurn
 
+DEFAULT_MAX_STATEMENTS = 128
+"""Statements per batch unless configured (`--cassandra-write-batch`)."""
+
 _VALUE_OVERHEAD = 16
 """Bytes counted per bound value on top of its own length (type and length headers)."""
 
@@ -88,7 +91,7 @@ class WriteBatcher:
         self,
         session: Any,
         *,
-        max_statements: int = 128,
+        max_statements: int = DEFAULT_MAX_STATEMENTS,
         max_bytes: int = 24_576,
         linger_s: float = 0.0,
     ):
