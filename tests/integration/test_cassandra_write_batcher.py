@@ -13,7 +13,11 @@ import pytest
 
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting
-from clockwork_svc.storage.cassandra.write_batcher import WriteBatcher
+from clockwork_svc.storage.cassandra.write_batcher import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_STATEMENTS,
+    WriteBatcher,
+)
 from tests.conftest import require_server
 
 pytestmark = pytest.mark.cassandra
@@ -103,6 +107,40 @@ async def test_the_default_size_cap_stays_below_cassandras_fail_threshold(
     assert batcher.batches_sent < 256 * (value_len + 60) // 20_000 + 3
     for key in {w[0] for w in writes[:3]}:
         assert len(await rows(session, name, key)) == 256 // partitions
+
+
+def _batch_warnings(session: Any, statements: list[str]) -> list[str]:
+    """Send one UNLOGGED batch of CQL `statements`; Cassandra's warnings about it."""
+    text = "BEGIN UNLOGGED BATCH\n" + ";\n".join(statements) + ";\nAPPLY BATCH"
+    return list(session.execute(text).response_future.warnings or [])
+
+
+async def test_the_harness_cassandra_does_not_warn_about_a_full_worker_batch(
+    table: tuple[Any, Any, str],
+) -> None:
+    """The harness's Cassandra raises the batch warning thresholds
+    (e2e/infra/cassandra.py; docs/operations.md, "Cassandra settings"). A batch at the
+    worker's default caps (128 statements over 64 partitions, ~24 KiB of values as the
+    batcher counts them) draws no warning; at Cassandra's defaults (5 KiB, 10
+    partitions) it drew both. A batch over the raised size threshold still warns, so
+    the check can see a warning."""
+    session, _, name = table
+    prefix = uuid.uuid4().hex[:8]
+    per_statement = DEFAULT_MAX_BYTES // DEFAULT_MAX_STATEMENTS - 3 * 16 - 8 - len(prefix) - 3
+    value = "v" * per_statement
+    full = [
+        f"INSERT INTO {name} (k, c, v) VALUES ('{prefix}-{i % 64:02d}', {i}, '{value}')"
+        for i in range(DEFAULT_MAX_STATEMENTS)
+    ]
+    assert await asyncio.to_thread(_batch_warnings, session, full) == []
+    # ~44 KiB over two partitions (a one-partition batch is never checked): over the
+    # raised warning threshold (40 KiB), under the fail threshold (50 KiB).
+    big = [
+        f"INSERT INTO {name} (k, c, v) VALUES ('{prefix}-{i % 2}', {i}, '{'v' * 5_000}')"
+        for i in range(9)
+    ]
+    warned = await asyncio.to_thread(_batch_warnings, session, big)
+    assert any("exceeding specified threshold of 40" in w for w in warned), warned
 
 
 async def test_one_at_a_time_when_the_limit_is_one(table: tuple[Any, Any, str]) -> None:

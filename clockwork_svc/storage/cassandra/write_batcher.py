@@ -42,6 +42,10 @@ from clockwork_svc.storage.cassandra.turn_batching import EndOfTurn
 DEFAULT_MAX_STATEMENTS = 128
 """Statements per batch unless configured (`--cassandra-write-batch`)."""
 
+DEFAULT_MAX_BYTES = 24_576
+"""Bytes of bound values per batch (as `_size` counts them) unless configured: under
+Cassandra's `batch_size_fail_threshold` (50 KiB) at `DEFAULT_MAX_STATEMENTS`."""
+
 _VALUE_OVERHEAD = 16
 """Bytes counted per bound value on top of its own length (type and length headers)."""
 
@@ -92,7 +96,7 @@ class WriteBatcher:
         session: Any,
         *,
         max_statements: int = DEFAULT_MAX_STATEMENTS,
-        max_bytes: int = 24_576,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         linger_s: float = 0.0,
     ):
         if max_statements < 1:
