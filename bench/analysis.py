@@ -3,25 +3,18 @@ percentiles, and per-second series of throughput and lag for the plot."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.common import pct
 from bench.sink import Arrival
-
-
-def _checker() -> Any:
-    """The delivery checker: e2e/checker.py where it has moved, else tests/support."""
-    name = "e2e.checker" if importlib.util.find_spec("e2e.checker") else "tests.support.checker"
-    return importlib.import_module(name)
+from e2e.checker import check
 
 
 def judge(expected_due: Mapping[str, int], arrivals: Sequence[Arrival]) -> dict[str, Any]:
     """Lost/duplicated/unexpected/early counts and lag (first receive minus due), in ms."""
-    result = _checker().check(expected_due, arrivals)
+    result = check(expected_due, arrivals)
     lags = sorted(result.lag_ms)
     relevant = [a for a in arrivals if a.delivery_id in expected_due]
     first = min((a.received_us for a in relevant), default=0)

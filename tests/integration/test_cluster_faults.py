@@ -1,7 +1,8 @@
 """A real cluster under faults: `clockwork api` and several `clockwork worker` processes
 on a real Cassandra and a real etcd, delivering to a recording sink.
 
-Every test checks with e2e/checker.py (re-exported by tests/support/checker.py):
+Every test creates its schedules with e2e/workload.py and judges with e2e.cluster.settle
+(e2e/checker.py):
 lost = 0 and unexpected = 0 always; duplicates = 0 where no fault can cause one. The
 nemeses (kill -9 and SIGSTOP of a worker, api, etcd and Cassandra restarts, sink
 outages) are in tests/nemesis/.
@@ -17,11 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from clockwork_svc.domain import identity, triggers
-from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
-from e2e.cluster import Cluster, now_ms
+from e2e.cluster import Cluster, now_ms, settle
+from e2e.workload import Workload
 from tests.conftest import require_server
-from tests.support.checker import CheckResult, check
 from tests.support.processes import run_cli
 from tests.support.sink import RecordingSink
 
@@ -81,50 +80,20 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         await c.stop()
 
 
-async def schedule_one_shots(
-    cluster: Cluster, sink: RecordingSink, count: int, first_in_ms: int, spread_ms: int
-) -> dict[str, int]:
-    """Create one-shots spread over a window; returns delivery id -> due time."""
-    base = now_ms() + first_in_ms
-    expected: dict[str, int] = {}
-    async with cluster.client() as client:
-        entries = []
-        for i in range(count):
-            due = base + (i * spread_ms) // count
-            spec = ScheduleSpec(triggers.OnceTrigger(due), HttpTarget(f"{sink.url}/f/{i}"))
-            entries.append((f"once-{i}", spec, due))
-        for chunk in range(0, count, 200):
-            part = entries[chunk : chunk + 200]
-            reply = await client.create_many([(k, s) for k, s, _ in part])
-            for (_, _, due), result in zip(part, reply.results, strict=True):
-                assert result.code == 0, result.message
-                schedule_id = result.response.schedule.id
-                expected[identity.delivery_id(schedule_id, due)] = due
-    return expected
-
-
-async def settle(sink: RecordingSink, expected: dict[str, int], timeout_s: float) -> CheckResult:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = check(expected, sink.received)
-        if not result.lost:
-            break
-        await asyncio.sleep(0.25)
-    await asyncio.sleep(1.0)  # let stragglers (duplicates) arrive before judging
-    return check(expected, sink.received)
-
-
 async def test_no_faults_no_loss_no_duplicates(cluster: Cluster, sink: RecordingSink) -> None:
     await cluster.start(workers=3, timeout_s=30)
     # The CLI shows the same view as the test's own reads.
     via_cli = await cli_status(cluster)
     assert via_cli["unowned"] == [] and via_cli["shard_count"] == SHARDS
     assert sum(len(w["shards"]) for w in via_cli["workers"]) == SHARDS  # type: ignore[attr-defined,misc]
-    expected = await schedule_one_shots(cluster, sink, 300, 3000, 6000)
-    result = await settle(sink, expected, 40)
-    print("no faults:", result.summary())
-    assert result.lost == [] and result.unexpected == [], cluster.logs()
-    assert result.duplicated == {}
+    t0 = now_ms()
+    workload = Workload(seed=21, target=sink.url, prefix="nofault")
+    async with cluster.client() as client:
+        await workload.create(client, workload.generate(300, t0 + 3_000, t0 + 9_000, ["once"]))
+    report = await settle(cluster, workload, sink, t0 + 9_000, timeout_s=40)
+    print("no faults:", report.figures())
+    assert report.lost == [] and report.unexpected == [], cluster.logs()
+    assert report.duplicated == {}
     # Each process exempted its start-up heap from the collector (gc_policy.py).
     assert cluster.api is not None
     for proc in [*cluster.workers, cluster.api]:
@@ -135,15 +104,18 @@ async def test_joining_worker_gets_a_fair_share_without_gaps(
     cluster: Cluster, sink: RecordingSink
 ) -> None:
     await cluster.start(workers=3, timeout_s=30)
-    expected = await schedule_one_shots(cluster, sink, 300, 2000, 10_000)
+    t0 = now_ms()
+    workload = Workload(seed=22, target=sink.url, prefix="join")
+    async with cluster.client() as client:
+        await workload.create(client, workload.generate(300, t0 + 2_000, t0 + 12_000, ["once"]))
     await asyncio.sleep(3)
     started = time.monotonic()
     await cluster.add_worker()
     await cluster.wait_all_owned(4, 30)
     counts = await wait_even_spread(cluster, 4, 30 - (time.monotonic() - started))
     rebalance = time.monotonic() - started
-    result = await settle(sink, expected, 40)
-    print(f"join: rebalance {rebalance:.2f}s;", result.summary())
+    report = await settle(cluster, workload, sink, t0 + 12_000, timeout_s=40)
+    print(f"join: rebalance {rebalance:.2f}s;", report.figures())
     assert counts == [4, 4, 4, 4]
-    assert result.lost == [] and result.unexpected == [], cluster.logs()
-    assert result.duplicated == {}
+    assert report.lost == [] and report.unexpected == [], cluster.logs()
+    assert report.duplicated == {}
