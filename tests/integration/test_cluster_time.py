@@ -3,6 +3,7 @@ writes with timestamps Cassandra accepts (clockwork_svc/timekeeping.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -54,6 +55,16 @@ async def test_a_host_an_hour_behind_writes_with_cluster_time(
         assert await on_time.get_ordering_block("t", "naive") == "delivery-1"
 
         await on_time.set_ordering_block("t", "cluster-time", "delivery-1")
+        # The block carries this host's clock (the driver's default, like `naive`'s).
+        # Cluster time is only known to within one round trip of the store's clock
+        # (timekeeping.py), and a takeover takes seconds: the clear comes once cluster
+        # time has passed the block's stamp, which takes milliseconds here (an hour if
+        # cluster time were the host's clock).
+        blocked_us = time.time_ns() // 1_000
+        deadline = time.monotonic() + 1.0
+        while behind.now_us() <= blocked_us:
+            assert time.monotonic() < deadline, (behind.now_us(), blocked_us)
+            await asyncio.sleep(0.001)
         await worker.set_ordering_block("t", "cluster-time", "")
         assert await on_time.get_ordering_block("t", "cluster-time") == ""
     finally:
