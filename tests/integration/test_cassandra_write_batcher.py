@@ -17,6 +17,7 @@ from clockwork_svc.storage.cassandra.write_batcher import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_STATEMENTS,
     WriteBatcher,
+    counted_size,
 )
 from tests.conftest import require_server
 
@@ -126,8 +127,8 @@ async def test_the_harness_cassandra_does_not_warn_about_a_full_worker_batch(
     the check can see a warning."""
     session, _, name = table
     prefix = uuid.uuid4().hex[:8]
-    per_statement = DEFAULT_MAX_BYTES // DEFAULT_MAX_STATEMENTS - 3 * 16 - 8 - len(prefix) - 3
-    value = "v" * per_statement
+    per_statement = DEFAULT_MAX_BYTES // DEFAULT_MAX_STATEMENTS
+    value = "v" * (per_statement - counted_size((f"{prefix}-00", 0, "")))
     full = [
         f"INSERT INTO {name} (k, c, v) VALUES ('{prefix}-{i % 64:02d}', {i}, '{value}')"
         for i in range(DEFAULT_MAX_STATEMENTS)

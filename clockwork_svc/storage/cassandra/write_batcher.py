@@ -43,7 +43,7 @@ DEFAULT_MAX_STATEMENTS = 128
 """Statements per batch unless configured (`--cassandra-write-batch`)."""
 
 DEFAULT_MAX_BYTES = 24_576
-"""Bytes of bound values per batch (as `_size` counts them) unless configured: under
+"""Bytes of bound values per batch (as `counted_size` counts them) unless configured: under
 Cassandra's `batch_size_fail_threshold` (50 KiB) at `DEFAULT_MAX_STATEMENTS`."""
 
 _VALUE_OVERHEAD = 16
@@ -86,7 +86,8 @@ def _settle(write: _Write, error: BaseException | None) -> None:
         write.done.set_exception(error)
 
 
-def _size(params: Sequence[Any]) -> int:
+def counted_size(params: Sequence[Any]) -> int:
+    """One statement's bound values as the byte cap counts them."""
     return sum(_VALUE_OVERHEAD + (len(v) if isinstance(v, str | bytes) else 8) for v in params)
 
 
@@ -118,7 +119,7 @@ class WriteBatcher:
             self._count(1)
             await bridge.execute(self._session, statement, params)
             return
-        size = _size(params)
+        size = counted_size(params)
         if self._pending and self._pending_bytes + size > self._max_bytes:
             self._flush()
         write = _Write(statement, params, loop.create_future())
