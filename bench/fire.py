@@ -32,8 +32,8 @@ from typing import Any
 
 import uvloop
 
-from bench import analysis, loadgen, plot
-from bench.cluster import BenchCluster
+from bench import analysis, durability, loadgen, plot
+from bench.cluster import BenchCluster, servers
 from bench.common import (
     RESULTS_DIR,
     WARM_UP_FRACTION,
@@ -202,6 +202,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "benchmark": "fire",
         "machine": machine(),
+        "durability": (await durability.of_cassandra(servers()[0])).cassandra(),
         "m": args.m,
         "shards": args.shards,
         "runs": [],
@@ -276,6 +277,7 @@ def main() -> None:
     report = uvloop.run(run(args))
     print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
     print(f"\nratio best Clockwork / raw HTTP = {report['ratio_clockwork_to_raw']}")
+    print(f"durability: {report['durability']}")
     print(f"json: {write_json('fire', report, args.out)}  plot: {report['plot']}")
 
 

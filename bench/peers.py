@@ -28,8 +28,8 @@ from typing import Any
 
 import uvloop
 
-from bench import analysis, fire
-from bench.cluster import BenchCluster
+from bench import analysis, durability, fire
+from bench.cluster import BenchCluster, servers
 from bench.common import free_port, machine, now_ms, print_table, warm_up, write_json
 from bench.sink import SinkProcess
 
@@ -47,11 +47,13 @@ async def _judged(
 
 
 class Celery:
-    """redis-server and a Celery worker, as child processes."""
+    """redis-server and a Celery worker, as child processes. Redis keeps an append-only
+    file synced as `appendfsync` says (bench.durability matches it to Cassandra's)."""
 
-    def __init__(self, run_dir: Path, concurrency: int) -> None:
+    def __init__(self, run_dir: Path, concurrency: int, appendfsync: str) -> None:
         self.run_dir = run_dir
         self.concurrency = concurrency
+        self.appendfsync = appendfsync
         self.redis_port = free_port()
         self._procs: list[asyncio.subprocess.Process] = []
 
@@ -67,10 +69,14 @@ class Celery:
                 str(self.redis_port),
                 "--bind",
                 "127.0.0.1",
+                "--dir",
+                str(self.run_dir),
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes",
+                "--appendfsync",
+                self.appendfsync,
                 stdout=log,
                 stderr=log,
             )
@@ -180,9 +186,11 @@ async def apscheduler_run(run_dir: Path, label: str, n: int, window_ms: int) -> 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    stores = await durability.of_cassandra(servers()[0])
     report: dict[str, Any] = {
         "benchmark": "peers",
         "machine": machine(),
+        "durability": stores.describe(),
         "m": args.m,
         "window_s": args.window_s,
         "logs": str(run_dir),
@@ -206,7 +214,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             report["runs"].append({"scheduler": "clockwork", "workload": label, **row})
 
     await fire.with_cluster(args.shards, 512, clockwork)
-    celery = Celery(run_dir, args.celery_concurrency)
+    celery = Celery(run_dir, args.celery_concurrency, stores.redis_appendfsync)
     await celery.start()
     try:
         for label, n, window_ms in workloads:
@@ -247,6 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     report = uvloop.run(run(args))
     print_table("peers", [{k: r.get(k, "-") for k in COLUMNS} for r in report["runs"]])
+    print(f"durability: {report['durability']}")
     print(f"json: {write_json('peers', report, args.out)}")
 
 

@@ -5,6 +5,11 @@
 # fire (with the burst case), peers and cost, and stops the servers. Tables go to
 # stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
 # benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M.
+# Cassandra syncs its commit log as a production node does, every 10 s (`periodic`,
+# Cassandra's default: a cluster's durability is its replicas), and the Celery peer's
+# Redis keeps an AOF synced every second (bench/durability.py);
+# BENCH_COMMITLOG_SYNC=batch runs everything with a synced log before every
+# acknowledgement instead (the test harness's setting; Redis then fsyncs always).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +31,8 @@ log "python environment"
 
 export CLOCKWORK_INFRA_STATE="${CLOCKWORK_INFRA_STATE:-$PWD/.infra-bench}"
 log "starting servers (e2e/infra, state in $CLOCKWORK_INFRA_STATE)"
-.venv/bin/python -m e2e.infra up cassandra etcd > "$CLOCKWORK_INFRA_STATE.env"
+.venv/bin/python -m e2e.infra up cassandra etcd \
+  --cassandra-commitlog-sync "${BENCH_COMMITLOG_SYNC:-periodic}" > "$CLOCKWORK_INFRA_STATE.env"
 trap '.venv/bin/python -m e2e.infra down cassandra etcd || true' EXIT
 set -a; . "$CLOCKWORK_INFRA_STATE.env"; set +a
 

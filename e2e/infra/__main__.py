@@ -3,6 +3,9 @@
 * ``up``: fetch, start what is not running, wait until ready, print ``KEY=VALUE``
   lines (also in ``<state>/env``), so ``eval "$(python -m e2e.infra up)"`` or
   ``set -a; . .infra/env`` exports them.  Reuses healthy running servers.
+  ``--cassandra-commitlog-sync periodic`` launches Cassandra with its own default
+  commit log sync (every 10 s) instead of the harness's ``batch`` (benchmarks of a
+  production-like node; a kill -9 then loses the last acknowledged writes).
 * ``down``: stop (SIGTERM, SIGKILL after a timeout) and delete state;
   ``--keep-data`` only stops.
 * ``status``: one line per server; exit 0 only if all are running and ready.
@@ -19,7 +22,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
+from .cassandra import Cassandra
 from .registry import SERVERS
 from .server import InfraError, Server
 
@@ -44,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     up = commands.add_parser("up", help="start servers and print their env lines")
     _add_servers_argument(up)
     up.add_argument("--timeout", type=float, help="readiness timeout per server, seconds")
+    up.add_argument(
+        "--cassandra-commitlog-sync",
+        choices=("batch", "periodic"),
+        default="batch",
+        help="applies when Cassandra is launched, not to a running node (default: batch)",
+    )
     down = commands.add_parser("down", help="stop servers and delete their data")
     _add_servers_argument(down)
     down.add_argument("--keep-data", action="store_true", help="only stop; keep data and ports")
@@ -60,12 +71,22 @@ def _add_servers_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _select(names: Sequence[str], state_dir: Path | None, cache_dir: Path | None) -> list[Server]:
+def _select(
+    names: Sequence[str],
+    state_dir: Path | None,
+    cache_dir: Path | None,
+    cassandra_commitlog_sync: Literal["batch", "periodic"] = "batch",
+) -> list[Server]:
     unknown = [name for name in names if name not in SERVERS]
     if unknown:
         raise InfraError(f"unknown server(s) {unknown}; known: {', '.join(SERVERS)}")
     chosen = [name for name in SERVERS if not names or name in names]
-    return [SERVERS[name](state_dir, cache_dir) for name in chosen]
+    return [
+        Cassandra(state_dir, cache_dir, commitlog_sync=cassandra_commitlog_sync)
+        if name == "cassandra"
+        else SERVERS[name](state_dir, cache_dir)
+        for name in chosen
+    ]
 
 
 def _up(servers: list[Server], timeout: float | None) -> int:
@@ -117,7 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        servers = _select(args.servers, args.state_dir, args.cache_dir)
+        servers = _select(
+            args.servers,
+            args.state_dir,
+            args.cache_dir,
+            getattr(args, "cassandra_commitlog_sync", "batch"),
+        )
         if args.command == "up":
             return _up(servers, args.timeout)
         if args.command == "down":

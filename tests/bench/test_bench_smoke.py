@@ -81,6 +81,8 @@ def test_fire(tmp_path: Path) -> None:
         assert r["early"] == 0, r  # one machine: cluster time is the sink's clock
     assert report["raw"]["received"] == 300
     assert (tmp_path / "fire.png").stat().st_size > 0
+    # As the node reports it (the test command's harness syncs before acknowledging).
+    assert report["durability"] == "Cassandra commitlog_sync=batch"
 
 
 def test_cost(tmp_path: Path) -> None:
@@ -128,3 +130,7 @@ def test_peers(tmp_path: Path) -> None:
     assert {s for s, _ in schedulers} == {"clockwork", "celery", "apscheduler"}
     for r in report["runs"]:
         assert r["lost"] == 0, r
+    # Celery's Redis ran at Cassandra's durability: an AOF synced before every reply.
+    assert "appendfsync always" in report["durability"], report["durability"]
+    aof = list(Path(report["logs"], "appendonlydir").glob("*.incr.aof"))
+    assert aof and sum(f.stat().st_size for f in aof) > 0, aof
