@@ -22,9 +22,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import get_args
 
-from .cassandra import Cassandra
+from .cassandra import Cassandra, CommitlogSync
 from .registry import SERVERS
 from .server import InfraError, Server
 
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, help="readiness timeout per server, seconds")
     up.add_argument(
         "--cassandra-commitlog-sync",
-        choices=("batch", "periodic"),
+        choices=get_args(CommitlogSync),
         default="batch",
         help="applies when Cassandra is launched, not to a running node (default: batch)",
     )
@@ -75,7 +75,7 @@ def _select(
     names: Sequence[str],
     state_dir: Path | None,
     cache_dir: Path | None,
-    cassandra_commitlog_sync: Literal["batch", "periodic"] = "batch",
+    cassandra_commitlog_sync: CommitlogSync = "batch",
 ) -> list[Server]:
     unknown = [name for name in names if name not in SERVERS]
     if unknown:

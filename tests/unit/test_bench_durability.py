@@ -32,13 +32,17 @@ def test_the_description_names_each_stores_setting() -> None:
     assert Durability("batch", "").cassandra() == "Cassandra commitlog_sync=batch"
 
 
-def test_infra_up_launches_a_periodic_node_only_when_asked(tmp_path: Path) -> None:
+def test_infra_up_launches_a_relaxed_node_only_when_asked(tmp_path: Path) -> None:
     parser = _parser()
     for argv, expected in [
         (["up", "cassandra", "etcd"], "commitlog_sync: batch\n"),
         (
             ["up", "cassandra", "--cassandra-commitlog-sync", "periodic"],
             "commitlog_sync: periodic\ncommitlog_sync_period: 10000ms\n",
+        ),
+        (
+            ["up", "cassandra", "--cassandra-commitlog-sync", "group"],
+            "commitlog_sync: group\ncommitlog_sync_group_window: 10ms\n",
         ),
     ]:
         args = parser.parse_args(argv)
