@@ -54,7 +54,7 @@ async def of_cassandra(contact_points: str) -> Durability:
         rows = await asyncio.to_thread(session.execute, _QUERY)
         settings = {row["name"]: row["value"] for row in rows}
     finally:
-        cluster.shutdown()
+        await connecting.shutdown(cluster)
     if "commitlog_sync" not in settings:
         raise RuntimeError(f"Cassandra at {contact_points} does not report commitlog_sync")
     return Durability(settings["commitlog_sync"], settings.get("commitlog_sync_period", ""))
