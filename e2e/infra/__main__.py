@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from .cassandra import Cassandra, CommitlogSync
+from .cassandra import DEFAULT_COMMITLOG_SYNC, Cassandra, CommitlogSync
 from .registry import SERVERS
 from .server import InfraError, Server
 
@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         "--cache-dir", type=Path, help="default: $CLOCKWORK_INFRA_CACHE or ~/.cache/clockwork-infra"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings on stderr")
+    # Only `up` takes the option; every command gets the default.
+    parser.set_defaults(cassandra_commitlog_sync=DEFAULT_COMMITLOG_SYNC)
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start servers and print their env lines")
     _add_servers_argument(up)
@@ -53,8 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--cassandra-commitlog-sync",
         choices=get_args(CommitlogSync),
-        default="batch",
-        help="applies when Cassandra is launched, not to a running node (default: batch)",
+        default=DEFAULT_COMMITLOG_SYNC,
+        help="applies when Cassandra is launched, not to a running node (default: %(default)s)",
     )
     down = commands.add_parser("down", help="stop servers and delete their data")
     _add_servers_argument(down)
@@ -76,7 +78,7 @@ def _select(
     names: Sequence[str],
     state_dir: Path | None,
     cache_dir: Path | None,
-    cassandra_commitlog_sync: CommitlogSync = "batch",
+    cassandra_commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
 ) -> list[Server]:
     unknown = [name for name in names if name not in SERVERS]
     if unknown:
@@ -140,10 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         servers = _select(
-            args.servers,
-            args.state_dir,
-            args.cache_dir,
-            getattr(args, "cassandra_commitlog_sync", "batch"),
+            args.servers, args.state_dir, args.cache_dir, args.cassandra_commitlog_sync
         )
         if args.command == "up":
             return _up(servers, args.timeout)

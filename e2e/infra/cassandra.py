@@ -42,6 +42,8 @@ HEAP = "1g"
 
 # How the node syncs its commit log (``_commitlog_sync_yaml``).
 CommitlogSync = Literal["batch", "group", "periodic"]
+DEFAULT_COMMITLOG_SYNC: CommitlogSync = "batch"
+"""The harness's: a synced log before every acknowledgement (fault tests need it)."""
 
 # From Cassandra's conf/jvm17-server.options: what its code reaches into on Java 17.
 _ADD_EXPORTS = (
@@ -110,7 +112,7 @@ class Cassandra(Server):
         version: str = CASSANDRA_VERSION,
         heap: str = HEAP,
         unsafe_system: bool = False,
-        commitlog_sync: CommitlogSync = "batch",
+        commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
     ) -> None:
         """Options beyond the defaults trade crash safety for speed; fault tests need neither.
 
@@ -295,7 +297,7 @@ def start(
     *,
     timeout: float | None = None,
     unsafe_system: bool = False,
-    commitlog_sync: CommitlogSync = "batch",
+    commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
 ) -> Running:
     """Fetch if needed, start (or reuse) the node in ``<state_dir>/cassandra``, wait for ready.
 

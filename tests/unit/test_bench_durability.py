@@ -36,6 +36,7 @@ def test_infra_up_launches_a_relaxed_node_only_when_asked(tmp_path: Path) -> Non
     parser = _parser()
     for argv, expected in [
         (["up", "cassandra", "etcd"], "commitlog_sync: batch\n"),
+        (["down", "cassandra"], "commitlog_sync: batch\n"),  # the option is up's only
         (
             ["up", "cassandra", "--cassandra-commitlog-sync", "periodic"],
             "commitlog_sync: periodic\ncommitlog_sync_period: 10000ms\n",
