@@ -357,7 +357,7 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with running(settings, api=api, worker=worker) as node:
-        gc_policy.freeze_startup_heap()
+        gc_policy.freeze_startup_heap(settings.ops.gc_young_threshold)
         gc_policy.observe_pauses(node.metrics.gc_paused)
         parts = [name for name, on in (("api", api), ("worker", worker)) if on]
         log.info(

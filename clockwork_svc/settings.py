@@ -13,6 +13,7 @@ from pathlib import Path
 
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import Limits
+from clockwork_svc.gc_policy import YOUNG_THRESHOLD
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.worker.worker import WorkerSettings
@@ -73,6 +74,9 @@ class OpsSettings:
     port: int = 9464
     log_level: str = "INFO"
     log_json: bool | None = None
+    # Allocations between young-generation collections (clockwork_svc/gc_policy.py):
+    # lower for a tighter lag tail, higher for throughput.
+    gc_young_threshold: int = YOUNG_THRESHOLD
 
 
 UNSAFE_DISABLE_FENCING_ENV = "CLOCKWORK_UNSAFE_DISABLE_FENCING_FOR_TESTS"

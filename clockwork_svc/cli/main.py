@@ -18,6 +18,7 @@ from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.gc_policy import MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
@@ -72,6 +73,15 @@ def _ops_options(fn: Any) -> Any:
     )(fn)
     fn = click.option(
         "--log-level", envvar="CLOCKWORK_LOG_LEVEL", default="INFO", show_default=True
+    )(fn)
+    fn = click.option(
+        "--gc-young-threshold",
+        envvar="CLOCKWORK_GC_YOUNG_THRESHOLD",
+        type=click.IntRange(MIN_YOUNG_THRESHOLD, 1_000_000),
+        default=YOUNG_THRESHOLD,
+        show_default=True,
+        help="Allocations between collections of Python's youngest GC generation: lower "
+        "gives shorter, more frequent pauses (a tighter lag tail), higher more throughput.",
     )(fn)
     return fn
 
@@ -240,7 +250,12 @@ def _api_settings(kw: dict[str, Any], auth_required: bool) -> ApiSettings:
 
 def _ops_settings(kw: dict[str, Any]) -> OpsSettings:
     host, port = host_port(kw["ops_listen"], "--ops-listen", 9464)
-    return OpsSettings(host=host, port=port, log_level=kw["log_level"])
+    return OpsSettings(
+        host=host,
+        port=port,
+        log_level=kw["log_level"],
+        gc_young_threshold=kw["gc_young_threshold"],
+    )
 
 
 def _target_policy(kw: dict[str, Any], allow_loopback: bool) -> AddressPolicy:

@@ -12,7 +12,9 @@ from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_s
 from tests.support.sink import RecordingSink
 
 
-async def start_dev(data_dir: Path, port: int, log: Path) -> ClockworkProcess:
+async def start_dev(
+    data_dir: Path, port: int, log: Path, *extra: str, env: dict[str, str] | None = None
+) -> ClockworkProcess:
     proc = await ClockworkProcess(
         [
             "dev",
@@ -22,8 +24,10 @@ async def start_dev(data_dir: Path, port: int, log: Path) -> ClockworkProcess:
             f"127.0.0.1:{port}",
             "--ops-listen",
             "127.0.0.1:0",
+            *extra,
         ],
         log,
+        env,
     ).start()
     await wait_serving(f"127.0.0.1:{port}")
     return proc
@@ -120,6 +124,30 @@ async def test_cli_reports_bad_input_in_one_line(tmp_path: Path, sink: Recording
         assert code == 1 and "INVALID_ARGUMENT: range.since" in err
     finally:
         await dev.kill(signal.SIGTERM)
+
+
+async def test_gc_young_threshold_reaches_the_process(tmp_path: Path) -> None:
+    port = free_port()
+    dev = await start_dev(tmp_path / "a", port, tmp_path / "a.log", "--gc-young-threshold", "2500")
+    await dev.kill(signal.SIGTERM)
+    assert "young generation collected every 2500 allocations" in dev.log()
+    env = {"CLOCKWORK_GC_YOUNG_THRESHOLD": "3500"}
+    dev = await start_dev(tmp_path / "b", free_port(), tmp_path / "b.log", env=env)
+    await dev.kill(signal.SIGTERM)
+    assert "young generation collected every 3500 allocations" in dev.log()
+    dev = await start_dev(tmp_path / "c", free_port(), tmp_path / "c.log")
+    await dev.kill(signal.SIGTERM)
+    assert "young generation collected every 10000 allocations" in dev.log()
+
+
+async def test_gc_young_threshold_out_of_range_is_refused(tmp_path: Path) -> None:
+    for bad in ("0", "99", "lots"):
+        code, _, err = await run_cli(
+            "dev", "--data-dir", str(tmp_path), "--gc-young-threshold", bad
+        )
+        assert code == 2, err
+        assert "--gc-young-threshold" in err
+    assert not (tmp_path / "clockwork.db").exists()
 
 
 async def test_dev_refuses_non_loopback_without_tokens(tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ def test_default_render_has_every_component(kube: KubeTools) -> None:
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     worker = by_name(objects, "Deployment", "-worker")
     assert "replicas" not in worker["spec"]  # the operator owns it
+    env = {e["name"]: e for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CLOCKWORK_GC_YOUNG_THRESHOLD"]["value"] == "10000"
     operator = by_name(objects, "Deployment", "-operator")
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--worker-deployment=clockwork-system/t-clockwork-worker" in args
@@ -123,6 +125,7 @@ def test_rbac_has_no_wildcards(kube: KubeTools, variant: str) -> None:
         ([TOKEN, "api.port=0"], "port"),
         ([TOKEN, "etcd.endpoint=no-port"], "endpoint"),
         ([TOKEN, "worker.autoscaling.hysteresis=2"], "hysteresis"),
+        ([TOKEN, "worker.gcYoungThreshold=50"], "gcYoungThreshold"),
         ([TOKEN, "api.unknownKey=1"], "unknownKey"),
     ],
 )

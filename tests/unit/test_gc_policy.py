@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from clockwork_svc import gc_policy
 from clockwork_svc.observability.metrics import Metrics
 
@@ -41,6 +43,25 @@ def test_start_up_heap_is_frozen_and_later_objects_are_collected() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("frozen ")
+
+
+def test_the_young_threshold_is_the_one_given() -> None:
+    child = "from clockwork_svc import gc_policy; import gc; "
+    child += "gc_policy.freeze_startup_heap(2_500); print(gc.get_threshold()[0])"
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2500"]
+
+
+@pytest.mark.parametrize("threshold", [0, gc_policy.MIN_YOUNG_THRESHOLD - 1])
+def test_a_threshold_that_would_stall_or_stop_the_collector_is_refused(threshold: int) -> None:
+    before = gc.get_threshold()
+    with pytest.raises(ValueError, match="young_threshold must be at least 100"):
+        gc_policy.freeze_startup_heap(threshold)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
 
 
 def _pauses(metrics: Metrics, generation: str) -> float:
