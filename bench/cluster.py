@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from clockwork_svc.client import ClockworkClient
+from clockwork_svc.gc_policy import YOUNG_THRESHOLD
 from clockwork_svc.settings import EtcdSettings
 from e2e.cluster import Cluster
 
@@ -29,7 +30,13 @@ def servers() -> tuple[str, str]:
 
 
 class BenchCluster(Cluster):
-    def __init__(self, run_dir: Path, shards: int, max_concurrent_deliveries: int = 512) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        shards: int,
+        max_concurrent_deliveries: int = 512,
+        gc_young_threshold: int = YOUNG_THRESHOLD,
+    ) -> None:
         cassandra, etcd = servers()
         super().__init__(
             run_dir,
@@ -43,6 +50,8 @@ class BenchCluster(Cluster):
             worker_flags=("--max-concurrent-deliveries", str(max_concurrent_deliveries)),
             tenant=TENANT,
         )
+        # Every process of the cluster (api and workers) collects with this threshold.
+        self.env["CLOCKWORK_GC_YOUNG_THRESHOLD"] = str(gc_young_threshold)
 
     def client(self, timeout_s: float = 120.0) -> ClockworkClient:
         return super().client(timeout_s)

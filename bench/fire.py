@@ -2,7 +2,8 @@
 the raw HTTP limit of the same sink driven by a plain aiohttp load generator.
 
 Usage: python -m bench.fire [--m 200000] [--workers 1,2,3] [--window-s 10] [--burst]
-                            [--warm-up 0.25]
+                            [--warm-up 0.25] [--fixed-rate 1100,...] [--fixed-s 5]
+                            [--gc-young-threshold 10000]
 
 Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Starts
 `clockwork api`, N `clockwork worker` processes (etcd shares the shards) and the sink
@@ -15,7 +16,10 @@ deliveries/s, firing lag p50/p99/max (sink receive time minus due time), lost an
 duplicated (the project's checker), and the api and worker CPU seconds and peak RSS
 per 100k firings. Then, with the most workers: a steady run at half the measured rate
 (the lag figure that matters), optionally the burst (--burst: 100k due in one
-second), and the raw limit. A table on stdout; JSON and a PNG in bench/results/.
+second), runs at fixed offered rates (--fixed-rate: lag at the same rate whatever
+the saturating rate was, to compare settings) and the raw limit. The api and workers
+run with --gc-young-threshold (clockwork_svc/gc_policy.py). A table on stdout; JSON
+and a PNG in bench/results/.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from bench.sink import SinkProcess
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
 from e2e.workload import BatchCreate
 
 PAYLOAD = b'{"bench":"fire","event":"reminder","note":"a small json payload"}'
@@ -185,10 +190,18 @@ async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, A
 
 
 async def with_cluster(
-    shards: int, max_concurrent: int, body: Callable[[BenchCluster, Path], Awaitable[None]]
+    shards: int,
+    max_concurrent: int,
+    body: Callable[[BenchCluster, Path], Awaitable[None]],
+    gc_young_threshold: int = YOUNG_THRESHOLD,
 ) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="bench-fire-"))
-    cluster = BenchCluster(run_dir, shards=shards, max_concurrent_deliveries=max_concurrent)
+    cluster = BenchCluster(
+        run_dir,
+        shards=shards,
+        max_concurrent_deliveries=max_concurrent,
+        gc_young_threshold=gc_young_threshold,
+    )
     await cluster.migrate()
     await cluster.start_api()
     try:
@@ -205,6 +218,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "durability": (await durability.of_cassandra(servers()[0])).cassandra(),
         "m": args.m,
         "shards": args.shards,
+        "gc_young_threshold": args.gc_young_threshold,
         "runs": [],
     }
     plots: dict[str, dict[str, list[float]]] = {}
@@ -235,6 +249,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         report["runs"].append(row)
         plots[f"{len(cluster.workers)} worker(s), half rate"] = s
         print_table("fire", [row])
+        for rate in args.fixed_rate:
+            n = max(10, int(rate * args.fixed_s))
+            row, s = await deliver_phase(
+                cluster, run_dir, f"fixed-{rate:g}-per-s", n, int(n / rate * 1000), timeout_s
+            )
+            report["runs"].append(row)
+            plots[f"{len(cluster.workers)} worker(s), {rate:g}/s"] = s
+            print_table("fire", [row])
         if args.burst:
             row, s = await deliver_phase(cluster, run_dir, "burst", args.burst_n, 1000, timeout_s)
             report["runs"].append(row)
@@ -242,7 +264,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             print_table("fire", [row])
         report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
 
-    await with_cluster(args.shards, args.max_concurrent, body)
+    await with_cluster(args.shards, args.max_concurrent, body, args.gc_young_threshold)
     best = best_saturating_rate(report["runs"])
     report["best_clockwork_per_s"] = best
     report["raw_http_per_s"] = report["raw"]["deliveries_per_s"]
@@ -256,6 +278,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
     parser.add_argument("--m", type=int, default=200_000, help="one-shots per saturating run")
     parser.add_argument("--workers", type=ints, default=[1, 2, 3])
     parser.add_argument("--window-s", type=int, default=10, help="due window of a saturating run")
@@ -266,6 +289,19 @@ def main() -> None:
         default=WARM_UP_FRACTION,
         help="first run, not measured: this fraction of --m and --window-s (0: none)",
     )
+    parser.add_argument(
+        "--fixed-rate",
+        type=floats,
+        default=[],
+        help="also runs at these offered rates (firings/s, comma-separated)",
+    )
+    parser.add_argument("--fixed-s", type=float, default=5, help="length of a fixed-rate run")
+    parser.add_argument(
+        "--gc-young-threshold",
+        type=int,
+        default=YOUNG_THRESHOLD,
+        help="the api's and workers' --gc-young-threshold",
+    )
     parser.add_argument("--burst", action="store_true", help="also 100k due in one second")
     parser.add_argument("--burst-n", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=64)
@@ -274,10 +310,17 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=900)
     parser.add_argument("--out", type=Path, default=None, help="results directory")
     args = parser.parse_args()
+    if any(rate <= 0 for rate in args.fixed_rate):
+        parser.error("--fixed-rate: every rate must be above 0")
+    if not MIN_YOUNG_THRESHOLD <= args.gc_young_threshold <= MAX_YOUNG_THRESHOLD:
+        parser.error(
+            f"--gc-young-threshold: must be {MIN_YOUNG_THRESHOLD} to {MAX_YOUNG_THRESHOLD}"
+        )
     report = uvloop.run(run(args))
     print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
     print(f"\nratio best Clockwork / raw HTTP = {report['ratio_clockwork_to_raw']}")
     print(f"durability: {report['durability']}")
+    print(f"gc young threshold: {report['gc_young_threshold']}")
     print(f"json: {write_json('fire', report, args.out)}  plot: {report['plot']}")
 
 

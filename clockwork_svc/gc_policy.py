@@ -50,13 +50,22 @@ MIN_YOUNG_THRESHOLD = 100
 """Below this the collector would run almost continuously; 0 would switch it off and
 let reference cycles accumulate for good."""
 
+MAX_YOUNG_THRESHOLD = 1_000_000
+"""Above this one young collection would stop the process for a large fraction of a
+second (~0.45 ms per 1,000 allocations measured on a slow core)."""
+
 
 def freeze_startup_heap(young_threshold: int = YOUNG_THRESHOLD) -> int:
     """Collect once, exempt every surviving object from future collections and set
     the young generation's threshold; returns how many objects were frozen."""
-    if young_threshold < MIN_YOUNG_THRESHOLD:
+    if (
+        not isinstance(young_threshold, int)
+        or isinstance(young_threshold, bool)
+        or not MIN_YOUNG_THRESHOLD <= young_threshold <= MAX_YOUNG_THRESHOLD
+    ):
         raise ValueError(
-            f"young_threshold must be at least {MIN_YOUNG_THRESHOLD}, got {young_threshold}"
+            f"young_threshold must be an integer from {MIN_YOUNG_THRESHOLD} to "
+            f"{MAX_YOUNG_THRESHOLD}, got {young_threshold!r}"
         )
     gc.collect()
     gc.freeze()
@@ -67,7 +76,7 @@ def freeze_startup_heap(young_threshold: int = YOUNG_THRESHOLD) -> int:
         "gc: %d start-up objects frozen (exempt from collections); young generation "
         "collected every %d allocations",
         frozen,
-        young_threshold,
+        gc.get_threshold()[0],
     )
     return frozen
 

@@ -68,7 +68,8 @@ class ApiSettings:
 
 @dataclass(frozen=True, slots=True)
 class OpsSettings:
-    """The /metrics, /healthz and /readyz endpoint, and logging."""
+    """The /metrics, /healthz and /readyz endpoint, logging, and the process's garbage
+    collector."""
 
     host: str = "127.0.0.1"
     port: int = 9464

@@ -18,7 +18,7 @@ from clockwork_svc.cli.parsing import duration_ms, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
-from clockwork_svc.gc_policy import MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
+from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
@@ -77,7 +77,7 @@ def _ops_options(fn: Any) -> Any:
     fn = click.option(
         "--gc-young-threshold",
         envvar="CLOCKWORK_GC_YOUNG_THRESHOLD",
-        type=click.IntRange(MIN_YOUNG_THRESHOLD, 1_000_000),
+        type=click.IntRange(MIN_YOUNG_THRESHOLD, MAX_YOUNG_THRESHOLD),
         default=YOUNG_THRESHOLD,
         show_default=True,
         help="Allocations between collections of Python's youngest GC generation: lower "

@@ -21,7 +21,13 @@ pytestmark = [pytest.mark.cassandra, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(module: str, out: Path, *args: str, timeout_s: float = 240) -> dict[str, Any]:
+def run_bench(
+    module: str,
+    out: Path,
+    *args: str,
+    timeout_s: float = 240,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     require_server("CLOCKWORK_CASSANDRA")
     require_server("CLOCKWORK_ETCD")
     completed = subprocess.run(
@@ -30,7 +36,7 @@ def run_bench(module: str, out: Path, *args: str, timeout_s: float = 240) -> dic
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "CLOCKWORK_LOG_LEVEL": "WARNING"},
+        env={**os.environ, "CLOCKWORK_LOG_LEVEL": "WARNING", **(env or {})},
         check=False,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
@@ -71,11 +77,24 @@ def test_fire(tmp_path: Path) -> None:
         "2",
         "--steady-s",
         "2",
+        "--fixed-rate",
+        "50",
+        "--fixed-s",
+        "1",
+        "--gc-young-threshold",
+        "2000",
         "--shards",
         "8",
+        env={"BENCH_LOG_LEVEL": "INFO"},  # the processes' start-up lines, in report["logs"]
     )
     runs = report["runs"]
-    assert [r["run"] for r in runs] == ["warm-up", "saturate-w1", "half-rate"]
+    assert [r["run"] for r in runs] == ["warm-up", "saturate-w1", "half-rate", "fixed-50-per-s"]
+    assert runs[-1]["n"] == 50
+    # The threshold reached the api and the worker (each logs the collector's value).
+    assert report["gc_young_threshold"] == 2000
+    logs = {p.name: p.read_text() for p in Path(report["logs"]).glob("*.log")}
+    started = [name for name, text in logs.items() if "every 2000 allocations" in text]
+    assert {"api1.log", "worker0.log"} <= set(started), sorted(logs)
     for r in runs:
         assert (r["lost"], r["unexpected"], r["received"]) == (0, 0, r["n"]), r
         assert r["early"] == 0, r  # one machine: cluster time is the sink's clock

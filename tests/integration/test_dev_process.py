@@ -127,21 +127,23 @@ async def test_cli_reports_bad_input_in_one_line(tmp_path: Path, sink: Recording
 
 
 async def test_gc_young_threshold_reaches_the_process(tmp_path: Path) -> None:
-    port = free_port()
-    dev = await start_dev(tmp_path / "a", port, tmp_path / "a.log", "--gc-young-threshold", "2500")
-    await dev.kill(signal.SIGTERM)
-    assert "young generation collected every 2500 allocations" in dev.log()
-    env = {"CLOCKWORK_GC_YOUNG_THRESHOLD": "3500"}
-    dev = await start_dev(tmp_path / "b", free_port(), tmp_path / "b.log", env=env)
-    await dev.kill(signal.SIGTERM)
-    assert "young generation collected every 3500 allocations" in dev.log()
-    dev = await start_dev(tmp_path / "c", free_port(), tmp_path / "c.log")
-    await dev.kill(signal.SIGTERM)
-    assert "young generation collected every 10000 allocations" in dev.log()
+    """The start-up log line reads the threshold back from the collector."""
+    info = ("--log-level", "INFO")
+    cases = [
+        (["--gc-young-threshold", "2500"], {}, 2500),
+        ([], {"CLOCKWORK_GC_YOUNG_THRESHOLD": "3500"}, 3500),
+        (["--gc-young-threshold", "1000000"], {}, 1_000_000),
+        ([], {"CLOCKWORK_GC_YOUNG_THRESHOLD": ""}, 10_000),  # unset: the default
+    ]
+    for i, (flags, env, expected) in enumerate(cases):
+        log = tmp_path / f"{i}.log"
+        dev = await start_dev(tmp_path / str(i), free_port(), log, *info, *flags, env=env)
+        await dev.kill(signal.SIGTERM)
+        assert f"young generation collected every {expected} allocations" in dev.log()
 
 
 async def test_gc_young_threshold_out_of_range_is_refused(tmp_path: Path) -> None:
-    for bad in ("0", "99", "lots"):
+    for bad in ("0", "99", "1000001", "lots"):
         code, _, err = await run_cli(
             "dev", "--data-dir", str(tmp_path), "--gc-young-threshold", bad
         )

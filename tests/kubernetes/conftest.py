@@ -58,12 +58,17 @@ class KubeTools:
         value: dict[str, Any] = json.loads(out)
         return value
 
-    def template(self, *sets: str, include_crds: bool = False) -> list[dict[str, Any]]:
-        """`helm template` of the chart with `--set` pairs; the rendered objects."""
+    def template(
+        self, *sets: str, include_crds: bool = False, values: Path | None = None
+    ) -> list[dict[str, Any]]:
+        """`helm template` of the chart with a values file and `--set` pairs; the
+        rendered objects."""
         argv = [self.helm, "template", "t", str(CHART), "--namespace", "clockwork-system"]
         argv += ["--kube-version", self.version]
         if include_crds:
             argv.append("--include-crds")
+        if values is not None:
+            argv += ["--values", str(values)]
         for pair in sets:
             argv += ["--set", pair]
         return [doc for doc in yaml.safe_load_all(self.run(*argv)) if doc]

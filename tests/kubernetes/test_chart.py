@@ -4,6 +4,7 @@ schema's errors, optional parts, and least-privilege RBAC (no wildcards)."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +90,19 @@ def test_optional_parts(kube: KubeTools) -> None:
     )
 
 
+def test_large_numbers_from_a_values_file_render_as_integers(
+    kube: KubeTools, tmp_path: Path
+) -> None:
+    """A values file's numbers reach the template as floats: 1000000 must not render
+    as 1e+06, which the worker would refuse."""
+    values = tmp_path / "values.yaml"
+    values.write_text("worker:\n  gcYoungThreshold: 1000000\n")
+    objects = kube.template(TOKEN, values=values)
+    worker = by_name(objects, "Deployment", "-worker")["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in worker["containers"][0]["env"]}
+    assert env["CLOCKWORK_GC_YOUNG_THRESHOLD"]["value"] == "1000000"
+
+
 def test_namespaced_operator_gets_roles_per_namespace(kube: KubeTools) -> None:
     objects = kube.template(*VARIANTS["namespaced"])
     roles = {
@@ -126,6 +140,7 @@ def test_rbac_has_no_wildcards(kube: KubeTools, variant: str) -> None:
         ([TOKEN, "etcd.endpoint=no-port"], "endpoint"),
         ([TOKEN, "worker.autoscaling.hysteresis=2"], "hysteresis"),
         ([TOKEN, "worker.gcYoungThreshold=50"], "gcYoungThreshold"),
+        ([TOKEN, "worker.gcYoungThreshold=1000001"], "gcYoungThreshold"),
         ([TOKEN, "api.unknownKey=1"], "unknownKey"),
     ],
 )

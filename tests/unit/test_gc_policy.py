@@ -46,22 +46,33 @@ def test_start_up_heap_is_frozen_and_later_objects_are_collected() -> None:
 
 
 def test_the_young_threshold_is_the_one_given() -> None:
-    child = "from clockwork_svc import gc_policy; import gc; "
-    child += "gc_policy.freeze_startup_heap(2_500); print(gc.get_threshold()[0])"
+    child = textwrap.dedent(
+        """
+        import gc
+        from clockwork_svc import gc_policy
+
+        for threshold in (100, 2_500, 1_000_000):
+            gc_policy.freeze_startup_heap(threshold)
+            print(gc.get_threshold()[0])
+        """
+    )
     done = subprocess.run(
         [sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2500"]
+    assert done.stdout.split() == ["100", "2500", "1000000"]
 
 
-@pytest.mark.parametrize("threshold", [0, gc_policy.MIN_YOUNG_THRESHOLD - 1])
-def test_a_threshold_that_would_stall_or_stop_the_collector_is_refused(threshold: int) -> None:
+@pytest.mark.parametrize(
+    "threshold", [0, gc_policy.MIN_YOUNG_THRESHOLD - 1, gc_policy.MAX_YOUNG_THRESHOLD + 1, True]
+)
+def test_a_threshold_out_of_range_is_refused_before_anything_changes(threshold: int) -> None:
     before = gc.get_threshold()
-    with pytest.raises(ValueError, match="young_threshold must be at least 100"):
+    frozen = gc.get_freeze_count()
+    with pytest.raises(ValueError, match="young_threshold must be an integer from 100 to 1000000"):
         gc_policy.freeze_startup_heap(threshold)
     assert gc.get_threshold() == before
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == frozen
 
 
 def _pauses(metrics: Metrics, generation: str) -> float:
