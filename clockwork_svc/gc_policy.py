@@ -22,11 +22,12 @@ the lag's p99 was unchanged (13-36 ms against 16-25 ms). Young collections take
 made them up to 134 ms long, with no better tail.)
 
 The threshold trades throughput for tail lag, so it is a setting
-(`--gc-young-threshold`): measured on a 2-core machine (one worker, alternating
-runs, the same hour), 2,000 instead of 10,000 made each young collection ~1 ms
-instead of ~4.5 ms, and at a fixed 1,100 firings/s the lag's p99 fell from 20-25 ms
-to 13-15 ms (max unchanged, 29-38 ms), while the saturating rate fell ~6 %
-(2,228 and 2,322/s to 2,114 and 2,176/s). The default keeps throughput.
+(`--gc-young-threshold`). Measured on the 2-core benchmark machine (one worker,
+alternating runs; docs/benchmarks.md, tenth session): a young collection took ~0.45
+ms at 700, ~1 ms at 2,000 and ~4.5 ms at 10,000 (at 100 firings/s); at 100/s, 2,000
+gave a max lag of 5-6 ms against 6-12 ms at 10,000. At 1,100/s and saturated the
+difference was within noise (one set of runs favoured 2,000 by a third on p99 at
+~6 % of throughput, another favoured 10,000). The default keeps throughput.
 
 `observe_pauses()` times every collection into `clockwork_gc_pause_seconds`, so a
 lag spike can be told apart from a collection (or shown to be one).
