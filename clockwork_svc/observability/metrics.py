@@ -52,6 +52,13 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.read_late = Histogram(
+            "clockwork_schedule_read_late_seconds",
+            "How far past the due time a firing's schedule read (made ahead of it) returned:"
+            " 0 when in time; above 0 it is part of the firing's lag",
+            buckets=(0.0, *LAG_BUCKETS),
+            registry=r,
+        )
         self.delivery_duration = Histogram(
             "clockwork_delivery_duration_seconds", "Callback request duration", registry=r
         )

@@ -85,6 +85,10 @@ class Dispatcher:
         # stored spec as it is.
         effective = await self._with_tenant_defaults(schedule)
         if until_due is not None:
+            # Read READ_AHEAD_MS early: a read that returns after the due time (a slow
+            # or paused store) is the store's share of this firing's lag.
+            late_ms = self._clock.now_ms() - firing.fire_at_ms
+            self._metrics.read_late.observe(max(0, late_ms) / 1000)
             await until_due()
         now = self._clock.now_ms()
         # Time held while the tenant was sidelined does not count against relevancy.

@@ -32,12 +32,15 @@ CLOCK = SystemClock()
 
 
 class ReadTimes(SqliteStore):
-    """The SQLite store, noting when each schedule was read (by the worker)."""
+    """The SQLite store, noting when each schedule was read (by the worker), and
+    answering a read of a key in `slow` that much later (a slow or paused store)."""
 
     reads: dict[str, int]
+    slow: dict[str, float]
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
         self.reads.setdefault(key, CLOCK.now_ms())
+        await asyncio.sleep(self.slow.get(key, 0.0))
         return await super().get_schedule(tenant, key)
 
 
@@ -58,6 +61,7 @@ class Node:
     scheduling: Scheduling
     gate: Gate
     worker: Worker
+    metrics: Metrics
 
 
 @asynccontextmanager
@@ -65,12 +69,14 @@ async def node(tmp_path: Path, tenants: FixedTenants | None = None) -> AsyncIter
     store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
     assert isinstance(store, ReadTimes)
     store.reads = {}
+    store.slow = {}
     layout = await store.layout()
     sink = RecordingSink()
     settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
     gate = Gate()
+    metrics = Metrics()
     worker = Worker(
-        store, sink, CLOCK, layout, settings, Metrics(), may_dispatch=gate, tenants=tenants
+        store, sink, CLOCK, layout, settings, metrics, may_dispatch=gate, tenants=tenants
     )
     worker.start()
     for shard in range(layout.shard_count):
@@ -79,7 +85,7 @@ async def node(tmp_path: Path, tenants: FixedTenants | None = None) -> AsyncIter
         store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
     )
     try:
-        yield Node(store, sink, scheduling, gate, worker)
+        yield Node(store, sink, scheduling, gate, worker, metrics)
     finally:
         await worker.stop()
         await store.close()
@@ -108,6 +114,38 @@ async def test_the_schedule_is_read_ahead_and_the_delivery_leaves_at_the_due_tim
         assert n.store.reads["k"] < due, n.store.reads["k"] - due
         assert n.sink.sent_ms["k"] >= due
         assert n.store.reads["k"] >= due - READ_AHEAD_MS - 50
+
+
+def _read_late(metrics: Metrics) -> tuple[float, float]:
+    """(count, sum in seconds) of clockwork_schedule_read_late_seconds."""
+    rows = dict(
+        line.rsplit(" ", 1)
+        for line in metrics.render().decode().splitlines()
+        if line.startswith("clockwork_schedule_read_late_seconds_")
+    )
+    return (
+        float(rows["clockwork_schedule_read_late_seconds_count"]),
+        float(rows["clockwork_schedule_read_late_seconds_sum"]),
+    )
+
+
+async def test_a_read_that_returns_after_the_due_time_is_counted_as_late(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "in-time", once(due))
+        await wait_for(lambda: "in-time" in n.sink.sent_ms)
+        assert _read_late(n.metrics) == (1.0, 0.0)  # read ahead: nothing late
+        # A store that answers 400 ms after a read made ~250 ms before the due time.
+        n.store.slow["slow"] = (READ_AHEAD_MS + 150) / 1000
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "slow", once(due))
+        await wait_for(lambda: "slow" in n.sink.sent_ms)
+        count, late_s = _read_late(n.metrics)
+        assert count == 2.0
+        sent_late_s = (n.sink.sent_ms["slow"] - due) / 1000
+        assert 0.1 <= late_s <= sent_late_s + 0.01, (late_s, sent_late_s)
 
 
 async def test_a_cancel_that_lands_after_the_read_ahead_is_acknowledged_after_the_due_time(
@@ -148,6 +186,7 @@ async def test_a_cancel_supersedes_an_overdue_firing_no_worker_has_started(
     store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
     assert isinstance(store, ReadTimes)
     store.reads = {}
+    store.slow = {}
     layout = await store.layout()
     # No worker yet: the shards' owner is down.
     scheduling = Scheduling(store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True))
