@@ -226,42 +226,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     async def body(cluster: BenchCluster, run_dir: Path) -> None:
         report["logs"] = str(run_dir)
+
+        async def phase(label: str, n: int, window_ms: int, plot: str | None) -> None:
+            """One delivery phase: reported, printed, and plotted under `plot`."""
+            row, s = await deliver_phase(cluster, run_dir, label, n, window_ms, timeout_s)
+            report["runs"].append(row)
+            if plot is not None:
+                plots[plot] = s
+            print_table("fire", [row])
+
         if args.warm_up > 0:
             await cluster.start_workers(args.workers[0])
-            warm_n, warm_ms = warm_up(args.m, args.window_s * 1000, args.warm_up)
-            row, _ = await deliver_phase(cluster, run_dir, "warm-up", warm_n, warm_ms, timeout_s)
-            report["runs"].append(row)
-            print_table("fire", [row])
+            await phase("warm-up", *warm_up(args.m, args.window_s * 1000, args.warm_up), None)
         for count in args.workers:
             await cluster.stop_workers()
             await cluster.start_workers(count)
-            row, s = await deliver_phase(
-                cluster, run_dir, f"saturate-w{count}", args.m, args.window_s * 1000, timeout_s
+            await phase(
+                f"saturate-w{count}", args.m, args.window_s * 1000, f"{count} worker(s), saturating"
             )
-            report["runs"].append(row)
-            plots[f"{count} worker(s), saturating"] = s
-            print_table("fire", [row])
+        workers = len(cluster.workers)
         half = max(1.0, best_saturating_rate(report["runs"]) / 2)
         steady_n = max(100, int(half * args.steady_s))
-        row, s = await deliver_phase(
-            cluster, run_dir, "half-rate", steady_n, int(steady_n / half * 1000), timeout_s
+        await phase(
+            "half-rate", steady_n, int(steady_n / half * 1000), f"{workers} worker(s), half rate"
         )
-        report["runs"].append(row)
-        plots[f"{len(cluster.workers)} worker(s), half rate"] = s
-        print_table("fire", [row])
         for rate in args.fixed_rate:
             n = max(10, int(rate * args.fixed_s))
-            row, s = await deliver_phase(
-                cluster, run_dir, f"fixed-{rate:g}-per-s", n, int(n / rate * 1000), timeout_s
+            await phase(
+                f"fixed-{rate:g}-per-s", n, int(n / rate * 1000), f"{workers} worker(s), {rate:g}/s"
             )
-            report["runs"].append(row)
-            plots[f"{len(cluster.workers)} worker(s), {rate:g}/s"] = s
-            print_table("fire", [row])
         if args.burst:
-            row, s = await deliver_phase(cluster, run_dir, "burst", args.burst_n, 1000, timeout_s)
-            report["runs"].append(row)
-            plots["burst"] = s
-            print_table("fire", [row])
+            await phase("burst", args.burst_n, 1000, "burst")
         report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
 
     await with_cluster(args.shards, args.max_concurrent, body, args.gc_young_threshold)
