@@ -17,9 +17,12 @@ duplicated (the project's checker), and the api and worker CPU seconds and peak 
 per 100k firings. Then, with the most workers: a steady run at half the measured rate
 (the lag figure that matters), optionally the burst (--burst: 100k due in one
 second), runs at fixed offered rates (--fixed-rate: lag at the same rate whatever
-the saturating rate was, to compare settings) and the raw limit. The api and workers
-run with --gc-young-threshold (clockwork_svc/gc_policy.py). A table on stdout; JSON
-and a PNG in bench/results/.
+the saturating rate was, to compare settings) and the raw limits: the sink
+driven by a plain aiohttp load generator, alone and with a durable scheduler's store
+work per firing (bench/raw_durable.py: the least any Cassandra-backed scheduler does,
+and the store work Clockwork does). The api and workers run with
+--gc-young-threshold (clockwork_svc/gc_policy.py). A table on stdout; JSON and a PNG
+in bench/results/.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from typing import Any
 
 import uvloop
 
-from bench import analysis, durability, loadgen, plot
-from bench.cluster import BenchCluster, servers
+from bench import analysis, durability, loadgen, plot, raw_durable
+from bench.cluster import TENANT, BenchCluster, servers
 from bench.common import (
     RESULTS_DIR,
     WARM_UP_FRACTION,
@@ -142,10 +145,7 @@ async def deliver_phase(
         await asyncio.sleep(max(0.0, (first_due - now_ms()) / 1000))
         # Cassandra and the sink share the two cores with the workers: their CPU per
         # firing says where the machine's time goes.
-        pids = cluster.pids() | {"sink": sink.pid}
-        cassandra = listener_pid(cluster.env["CLOCKWORK_CASSANDRA"])
-        if cassandra is not None:
-            pids["cassandra"] = cassandra
+        pids = cluster.pids() | {"sink": sink.pid} | _cassandra(cluster)
         monitor = ResourceMonitor(pids).start()
         await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=60.0)
         await asyncio.sleep(1.0)  # stragglers (duplicates) before judging
@@ -173,20 +173,63 @@ async def deliver_phase(
     return row, analysis.series(work.expected, arrivals)
 
 
-async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, Any]:
+def _cassandra(cluster: BenchCluster) -> dict[str, int]:
+    """The harness's Cassandra process, when it runs on this machine."""
+    pid = listener_pid(cluster.env["CLOCKWORK_CASSANDRA"])
+    return {} if pid is None else {"cassandra": pid}
+
+
+async def raw_http_limit(
+    cluster: BenchCluster, run_dir: Path, n: int, concurrency: int
+) -> dict[str, Any]:
     sink = await SinkProcess(run_dir / "raw.arrivals").start()
     try:
         ids = [f"msg_raw{i:012x}" for i in range(n)]
+        monitor = ResourceMonitor({"driver": os.getpid(), "sink": sink.pid}).start()
         per_s = await loadgen.blast(f"{sink.url}/fire", PAYLOAD, ids, concurrency)
+        usage = await monitor.stop()
         arrivals = await sink.arrivals()
     finally:
         await sink.stop()
-    return {
+    per_100k = 100_000 / max(1, len(arrivals))
+    row: dict[str, Any] = {
         "run": f"raw aiohttp c={concurrency}",
         "n": n,
         "deliveries_per_s": round(per_s, 1),
         "received": len(arrivals),
     }
+    for name, used in usage.items():
+        row[f"{name}_cpu_s_per_100k"] = round(used.cpu_s * per_100k, 1)
+    return row
+
+
+async def raw_durable_limits(
+    cluster: BenchCluster, run_dir: Path, schedule_keys: list[str], concurrency: int
+) -> list[dict[str, Any]]:
+    """The raw HTTP limit plus a durable scheduler's store work per firing, at each of
+    `bench.raw_durable.LEVELS`, over the same firings as the raw HTTP limit."""
+    found = []
+    for level in raw_durable.LEVELS:
+        sink = await SinkProcess(run_dir / f"raw-{level}.arrivals").start()
+        try:
+            row = await raw_durable.limit(
+                level,
+                cluster.env["CLOCKWORK_CASSANDRA"],
+                cluster.keyspace,
+                cluster.shards,
+                TENANT,
+                schedule_keys,
+                f"{sink.url}/fire",
+                PAYLOAD,
+                concurrency,
+                {"sink": sink.pid} | _cassandra(cluster),
+            )
+            row["received"] = len(await sink.arrivals())
+        finally:
+            await sink.stop()
+        print_table("fire: raw limit with a durable scheduler's store work", [row])
+        found.append(row)
+    return found
 
 
 async def with_cluster(
@@ -257,13 +300,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if args.burst:
             await phase("burst", args.burst_n, 1000, "burst")
-        report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
+        report["raw"] = await raw_http_limit(cluster, run_dir, args.m, args.raw_concurrency)
+        # Real schedules for the clockwork-store level to read: the last saturating run's.
+        keys = [f"saturate-w{args.workers[-1]}-{i}" for i in range(args.m)]
+        report["raw_durable"] = await raw_durable_limits(
+            cluster, run_dir, keys, args.raw_concurrency
+        )
 
     await with_cluster(args.shards, args.max_concurrent, body, args.gc_young_threshold)
     best = best_saturating_rate(report["runs"])
     report["best_clockwork_per_s"] = best
     report["raw_http_per_s"] = report["raw"]["deliveries_per_s"]
     report["ratio_clockwork_to_raw"] = ratio(best, report["raw"]["deliveries_per_s"])
+    durable = {r["level"]: r["deliveries_per_s"] for r in report["raw_durable"]}
+    # The ceiling of any scheduler that keeps its firings in Cassandra, on this machine:
+    report["ratio_minimal_durable_to_raw"] = ratio(
+        durable["minimal"], report["raw"]["deliveries_per_s"]
+    )
+    # How much of the rate its own store work allows the scheduler reaches:
+    report["ratio_clockwork_to_clockwork_store"] = ratio(best, durable["clockwork-store"])
     out = args.out or RESULTS_DIR
     report["plot"] = str(plot.lag_and_throughput(plots, out / "fire.png"))
     report["series"] = plots
@@ -313,7 +368,16 @@ def main() -> None:
         )
     report = uvloop.run(run(args))
     print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
+    print_table("fire: raw limits", [report["raw"], *report["raw_durable"]])
     print(f"\nratio best Clockwork / raw HTTP = {report['ratio_clockwork_to_raw']}")
+    print(
+        "ratio raw + minimal durable store work / raw HTTP "
+        f"= {report['ratio_minimal_durable_to_raw']}"
+    )
+    print(
+        "ratio best Clockwork / raw + Clockwork's store work "
+        f"= {report['ratio_clockwork_to_clockwork_store']}"
+    )
     print(f"durability: {report['durability']}")
     print(f"gc young threshold: {report['gc_young_threshold']}")
     print(f"json: {write_json('fire', report, args.out)}  plot: {report['plot']}")

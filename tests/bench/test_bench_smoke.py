@@ -99,6 +99,16 @@ def test_fire(tmp_path: Path) -> None:
         assert (r["lost"], r["unexpected"], r["received"]) == (0, 0, r["n"]), r
         assert r["early"] == 0, r  # one machine: cluster time is the sink's clock
     assert report["raw"]["received"] == 300
+    # The raw limits with a durable scheduler's store work: every firing written, read
+    # back by the scan, delivered once and recorded (the clockwork-store level reads
+    # the saturating run's real schedules: a missing one would be an error).
+    levels = {r["level"]: r for r in report["raw_durable"]}
+    assert set(levels) == {"minimal", "clockwork-store"}
+    for r in levels.values():
+        assert (r["errors"], r["received"], r["n"]) == (0, 300, 300), r
+        assert r["deliveries_per_s"] > 0 and r["cassandra_cpu_s_per_100k"] > 0, r
+    assert report["ratio_minimal_durable_to_raw"] > 0
+    assert report["ratio_clockwork_to_clockwork_store"] > 0
     assert (tmp_path / "fire.png").stat().st_size > 0
     # As the node reports it (the test command's harness syncs before acknowledging).
     assert report["durability"] == "Cassandra commitlog_sync=batch"

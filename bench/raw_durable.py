@@ -1,0 +1,221 @@
+"""The durable HTTP limits: the sink driven by a plain load generator that also does,
+per firing, the store work of a durable scheduler, through Clockwork's own Cassandra
+store (the worker's batching settings) and with no scheduler in between.
+
+Two levels, each measured over the same number of firings as the raw HTTP limit:
+
+- `minimal`: what any at-least-once scheduler keeping its firings in Cassandra must do
+  per firing at the least: read it from its time-bucketed partition (a paged scan of
+  each shard, each row read once), POST it, then mark it done. No schedule, no
+  execution record, no retry or cancel check.
+- `clockwork-store`: the store work Clockwork's worker does for a one-shot firing:
+  the same scan, the schedule read before the POST, then the execution record, the
+  schedule's progress and completion, and `done`. What is left between this level and
+  Clockwork's own rate is the scheduler itself (the worker's sweeps, timers, planning,
+  the HTTP sink's headers and classification) and the store work done more than once
+  per firing (a sweep reads a row again until it is done).
+
+The firing rows are written before the clock starts (as the fire benchmark's creates
+are), into shards above the layout's shard count, which no worker owns: the running
+cluster never sees them. The schedules read at the `clockwork-store` level are real
+ones, created by an earlier phase of the same run (`schedule_keys`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench import loadgen
+from bench.common import now_ms
+from bench.resources import ResourceMonitor
+from clockwork_svc.domain import planning
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    DeliveryResult,
+    Firing,
+    Outcome,
+    Progress,
+)
+from clockwork_svc.settings import CassandraSettings
+from clockwork_svc.storage.cassandra import CassandraStore
+
+LEVELS = ("minimal", "clockwork-store")
+_SCAN_PAGE = 500
+_ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    name: str
+    reads_schedule: bool
+    writes_history: bool
+
+
+_LEVELS = {
+    "minimal": Level("minimal", reads_schedule=False, writes_history=False),
+    "clockwork-store": Level("clockwork-store", reads_schedule=True, writes_history=True),
+}
+
+
+async def open_store(contact_point: str, keyspace: str) -> CassandraStore:
+    """The store as a worker opens it: the same write batch and linger."""
+    c = CassandraSettings()
+    linger_s = c.batch_linger_ms / 1000
+    return await CassandraStore.open(
+        [contact_point],
+        keyspace,
+        write_batch=c.write_batch,
+        batch_linger_s=linger_s,
+        read_linger_s=linger_s,
+    )
+
+
+def firings(
+    tenant: str, schedule_keys: Sequence[str], first_shard: int, shards: int, label: str
+) -> list[Firing]:
+    """One due firing per schedule key, spread over `shards` shards from `first_shard`
+    and over the last second (every one is due when the clock starts)."""
+    due0 = now_ms() - 2_000
+    n = len(schedule_keys)
+    return [
+        Firing(
+            shard=first_shard + i % shards,
+            fire_at_ms=due0 + (i * 1000) // n,
+            firing_id=f"{label}{i:012x}",
+            tenant=tenant,
+            schedule_key=key,
+            schedule_id=f"{label}-schedule-{i}",
+            version=1,
+            seq=0,
+            occurrence_ms=due0,
+            attempt=1,
+            delivery_id=f"msg_{label}{i:012x}",
+        )
+        for i, key in enumerate(schedule_keys)
+    ]
+
+
+class _Driver:
+    """Scans every shard and delivers each firing it finds, `concurrency` at once."""
+
+    def __init__(
+        self,
+        store: CassandraStore,
+        layout: ClusterLayout,
+        http: loadgen.Session,
+        url: str,
+        payload: bytes,
+        level: Level,
+        concurrency: int,
+    ) -> None:
+        self._store = store
+        self._layout = layout
+        self._http = http
+        self._url = url
+        self._payload = payload
+        self._level = level
+        self._slots = asyncio.Semaphore(concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+        self.delivered = 0
+        self.errors: list[str] = []
+
+    async def run(self, shards: Sequence[int], start_ms: int, end_ms: int) -> None:
+        await asyncio.gather(*(self._scan(shard, start_ms, end_ms) for shard in shards))
+        while self._running:
+            await asyncio.gather(*self._running)
+
+    async def _scan(self, shard: int, start_ms: int, end_ms: int) -> None:
+        position: tuple[int, str] = (start_ms, "")
+        while True:
+            page = await self._store.scan_firings(shard, position, end_ms, _SCAN_PAGE)
+            if not page:
+                return
+            for firing in page:
+                await self._slots.acquire()
+                task = asyncio.create_task(self._fire(firing))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+            position = (page[-1].fire_at_ms, page[-1].firing_id)
+
+    async def _fire(self, f: Firing) -> None:
+        try:
+            schedule = None
+            if self._level.reads_schedule:
+                schedule = await self._store.get_schedule(f.tenant, f.schedule_key)
+                if schedule is None:
+                    raise LookupError(f"schedule {f.tenant}/{f.schedule_key} not found")
+            started = now_ms()
+            await loadgen.post(self._http, self._url, self._payload, f.delivery_id, started // 1000)
+            finished = now_ms()
+            if schedule is not None and self._level.writes_history:
+                # The worker's own record of a delivery answered 200.
+                settled = planning.settle(
+                    schedule, f, self._layout, _ANSWERED_200, started, finished, 0.0
+                )
+                progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
+                await asyncio.gather(
+                    self._store.record_execution(settled.execution),
+                    self._store.record_progress(f.tenant, f.schedule_key, progress),
+                    self._store.complete_schedule(
+                        f.tenant, f.schedule_key, schedule.version, finished
+                    ),
+                )
+            await self._store.mark_done(f)
+            self.delivered += 1
+        except Exception as exc:  # noqa: BLE001 - counted and reported, never hidden
+            self.errors.append(f"{f.firing_id}: {exc!r}")
+        finally:
+            self._slots.release()
+
+
+async def limit(
+    level_name: str,
+    contact_point: str,
+    keyspace: str,
+    shard_count: int,
+    tenant: str,
+    schedule_keys: Sequence[str],
+    url: str,
+    payload: bytes,
+    concurrency: int,
+    pids: dict[str, int],
+) -> dict[str, Any]:
+    """Write one due firing per key (untimed), then scan, deliver and record them all;
+    the row reports firings/s and the CPU of the driver (this process) and of `pids`
+    per 100k firings."""
+    level = _LEVELS[level_name]
+    store = await open_store(contact_point, keyspace)
+    try:
+        # Shards no worker owns: above the layout's (each level its own range).
+        first_shard = shard_count * (2 + LEVELS.index(level_name))
+        due = firings(tenant, schedule_keys, first_shard, shard_count, f"d{level_name[0]}")
+        await store.put_firings(due)
+        start_ms = min(f.fire_at_ms for f in due) - 1
+        end_ms = now_ms() + 1
+        async with loadgen.session(concurrency) as http:
+            driver = _Driver(store, await store.layout(), http, url, payload, level, concurrency)
+            monitor = ResourceMonitor({"driver": os.getpid(), **pids}).start()
+            started = time.perf_counter()
+            await driver.run(range(first_shard, first_shard + shard_count), start_ms, end_ms)
+            seconds = time.perf_counter() - started
+            usage = await monitor.stop()
+    finally:
+        await store.close()
+    per_100k = 100_000 / max(1, driver.delivered)
+    row: dict[str, Any] = {
+        "run": f"raw + store: {level.name}, c={concurrency}",
+        "level": level.name,
+        "n": len(due),
+        "deliveries_per_s": round(driver.delivered / seconds, 1),
+        "errors": len(driver.errors),
+    }
+    for name, used in usage.items():
+        row[f"{name}_cpu_s_per_100k"] = round(used.cpu_s * per_100k, 1)
+    if driver.errors:
+        row["first_error"] = driver.errors[0]
+    return row
