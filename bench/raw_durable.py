@@ -27,7 +27,6 @@ import asyncio
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from bench import loadgen
@@ -47,19 +46,6 @@ from clockwork_svc.storage.cassandra import CassandraStore
 LEVELS = ("minimal", "clockwork-store")
 _SCAN_PAGE = 500
 _ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
-
-
-@dataclass(frozen=True, slots=True)
-class Level:
-    name: str
-    reads_schedule: bool
-    writes_history: bool
-
-
-_LEVELS = {
-    "minimal": Level("minimal", reads_schedule=False, writes_history=False),
-    "clockwork-store": Level("clockwork-store", reads_schedule=True, writes_history=True),
-}
 
 
 async def open_store(contact_point: str, keyspace: str) -> CassandraStore:
@@ -110,7 +96,7 @@ class _Driver:
         http: loadgen.Session,
         url: str,
         payload: bytes,
-        level: Level,
+        clockwork_store_work: bool,
         concurrency: int,
     ) -> None:
         self._store = store
@@ -118,7 +104,7 @@ class _Driver:
         self._http = http
         self._url = url
         self._payload = payload
-        self._level = level
+        self._clockwork_store_work = clockwork_store_work
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
         self.delivered = 0
@@ -145,14 +131,14 @@ class _Driver:
     async def _fire(self, f: Firing) -> None:
         try:
             schedule = None
-            if self._level.reads_schedule:
+            if self._clockwork_store_work:
                 schedule = await self._store.get_schedule(f.tenant, f.schedule_key)
                 if schedule is None:
                     raise LookupError(f"schedule {f.tenant}/{f.schedule_key} not found")
             started = now_ms()
             await loadgen.post(self._http, self._url, self._payload, f.delivery_id, started // 1000)
             finished = now_ms()
-            if schedule is not None and self._level.writes_history:
+            if schedule is not None:
                 # The worker's own record of a delivery answered 200.
                 settled = planning.settle(
                     schedule, f, self._layout, _ANSWERED_200, started, finished, 0.0
@@ -188,7 +174,8 @@ async def limit(
     """Write one due firing per key (untimed), then scan, deliver and record them all;
     the row reports firings/s and the CPU of the driver (this process) and of `pids`
     per 100k firings."""
-    level = _LEVELS[level_name]
+    if level_name not in LEVELS:
+        raise ValueError(f"level: {level_name!r} is not one of {LEVELS}")
     store = await open_store(contact_point, keyspace)
     try:
         # Shards no worker owns: above the layout's (each level its own range).
@@ -198,7 +185,9 @@ async def limit(
         start_ms = min(f.fire_at_ms for f in due) - 1
         end_ms = now_ms() + 1
         async with loadgen.session(concurrency) as http:
-            driver = _Driver(store, await store.layout(), http, url, payload, level, concurrency)
+            layout = await store.layout()
+            full = level_name == "clockwork-store"
+            driver = _Driver(store, layout, http, url, payload, full, concurrency)
             monitor = ResourceMonitor({"driver": os.getpid(), **pids}).start()
             started = time.perf_counter()
             await driver.run(range(first_shard, first_shard + shard_count), start_ms, end_ms)
@@ -208,8 +197,8 @@ async def limit(
         await store.close()
     per_100k = 100_000 / max(1, driver.delivered)
     row: dict[str, Any] = {
-        "run": f"raw + store: {level.name}, c={concurrency}",
-        "level": level.name,
+        "run": f"raw + store: {level_name}, c={concurrency}",
+        "level": level_name,
         "n": len(due),
         "deliveries_per_s": round(driver.delivered / seconds, 1),
         "errors": len(driver.errors),
