@@ -325,6 +325,29 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _young_threshold(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+    if not MIN_YOUNG_THRESHOLD <= value <= MAX_YOUNG_THRESHOLD:
+        raise argparse.ArgumentTypeError(
+            f"must be {MIN_YOUNG_THRESHOLD} to {MAX_YOUNG_THRESHOLD}, not {value}"
+        )
+    return value
+
+
+def add_gc_young_threshold(parser: argparse.ArgumentParser) -> None:
+    """`--gc-young-threshold`, checked against the workers' own bounds before any server
+    starts (rather than a worker crash-looping on it)."""
+    parser.add_argument(
+        "--gc-young-threshold",
+        type=_young_threshold,
+        default=YOUNG_THRESHOLD,
+        help="the api's and workers' --gc-young-threshold",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
@@ -346,12 +369,7 @@ def main() -> None:
         help="also runs at these offered rates (firings/s, comma-separated)",
     )
     parser.add_argument("--fixed-s", type=float, default=5, help="length of a fixed-rate run")
-    parser.add_argument(
-        "--gc-young-threshold",
-        type=int,
-        default=YOUNG_THRESHOLD,
-        help="the api's and workers' --gc-young-threshold",
-    )
+    add_gc_young_threshold(parser)
     parser.add_argument("--burst", action="store_true", help="also 100k due in one second")
     parser.add_argument("--burst-n", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=64)
@@ -362,10 +380,6 @@ def main() -> None:
     args = parser.parse_args()
     if any(rate <= 0 for rate in args.fixed_rate):
         parser.error("--fixed-rate: every rate must be above 0")
-    if not MIN_YOUNG_THRESHOLD <= args.gc_young_threshold <= MAX_YOUNG_THRESHOLD:
-        parser.error(
-            f"--gc-young-threshold: must be {MIN_YOUNG_THRESHOLD} to {MAX_YOUNG_THRESHOLD}"
-        )
     report = uvloop.run(run(args))
     print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
     print_table("fire: raw limits", [report["raw"], *report["raw_durable"]])

@@ -2,6 +2,7 @@
 and APScheduler 3 (SQLAlchemy job store on SQLite), same machine, same run, same sink.
 
 Usage: python -m bench.peers [--m 20000] [--window-s 10] [--light-rate 100]
+                             [--gc-young-threshold 10000]
 
 For each scheduler: a warm-up (a quarter of the saturating run, same rate, reported
 but not compared), a saturating run (M one-shots due over a short window) for
@@ -9,6 +10,7 @@ throughput, and a light run (--light-rate firings/s for --light-s seconds) for l
 not overloaded. Every firing POSTs the same payload and headers to the same sink
 (bench/sink.py); the checker counts lost and duplicated. Needs the `bench` extras and
 `redis-server` (scripts/bench.sh installs both) and CLOCKWORK_CASSANDRA/CLOCKWORK_ETCD.
+Clockwork's api and workers run with --gc-young-threshold (as in bench.fire).
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "durability": stores.describe(),
         "m": args.m,
         "window_s": args.window_s,
+        "gc_young_threshold": args.gc_young_threshold,
         "logs": str(run_dir),
         "runs": [],
     }
@@ -213,7 +216,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             report["runs"].append({"scheduler": "clockwork", "workload": label, **row})
 
-    await fire.with_cluster(args.shards, 512, clockwork)
+    await fire.with_cluster(args.shards, 512, clockwork, args.gc_young_threshold)
     celery = Celery(run_dir, args.celery_concurrency, stores.redis_appendfsync)
     await celery.start()
     try:
@@ -251,11 +254,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="Clockwork workers")
     parser.add_argument("--celery-concurrency", type=int, default=8)
     parser.add_argument("--shards", type=int, default=64)
+    fire.add_gc_young_threshold(parser)
     parser.add_argument("--out", type=Path, default=None, help="results directory")
     args = parser.parse_args()
     report = uvloop.run(run(args))
     print_table("peers", [{k: r.get(k, "-") for k in COLUMNS} for r in report["runs"]])
     print(f"durability: {report['durability']}")
+    print(f"Clockwork's gc young threshold: {report['gc_young_threshold']}")
     print(f"json: {write_json('peers', report, args.out)}")
 
 

@@ -154,7 +154,10 @@ def test_peers(tmp_path: Path) -> None:
         "2",
         "--shards",
         "8",
+        "--gc-young-threshold",
+        "2000",
     )
+    assert report["gc_young_threshold"] == 2000
     schedulers = {(r["scheduler"], r["workload"]) for r in report["runs"]}
     assert {s for s, _ in schedulers} == {"clockwork", "celery", "apscheduler"}
     for r in report["runs"]:
@@ -163,3 +166,26 @@ def test_peers(tmp_path: Path) -> None:
     assert "appendfsync always" in report["durability"], report["durability"]
     aof = list(Path(report["logs"], "appendonlydir").glob("*.incr.aof"))
     assert aof and sum(f.stat().st_size for f in aof) > 0, aof
+
+
+@pytest.mark.parametrize("module", ["bench.fire", "bench.peers"])
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("50", "must be 100 to 1000000, not 50"), ("1000001", "not 1000001"), ("x", "integer")],
+)
+def test_gc_young_threshold_refused_before_anything_starts(
+    module: str, value: str, error: str
+) -> None:
+    """Checked against the workers' own bounds by argparse: no server is needed."""
+    completed = subprocess.run(
+        [sys.executable, "-m", module, "--gc-young-threshold", value],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CLOCKWORK_")},
+        check=False,
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert "argument --gc-young-threshold" in completed.stderr
+    assert error in completed.stderr
