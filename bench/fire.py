@@ -51,7 +51,7 @@ from bench.common import (
     warm_up,
     write_json,
 )
-from bench.resources import ResourceMonitor, listener_pid
+from bench.resources import ResourceMonitor, Usage, cpu_per_100k, listener_pid
 from bench.sink import SinkProcess
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
@@ -160,12 +160,10 @@ async def deliver_phase(
         "window_s": window_ms / 1000,
     }
     row |= analysis.judge(work.expected, arrivals)
-    per_100k = 100_000 / max(1, row["received"])
     worker_cpu = sum(u.cpu_s for name, u in usage.items() if name.startswith("worker"))
-    row["worker_cpu_s_per_100k"] = round(worker_cpu * per_100k, 1)
-    for name in ("cassandra", "sink"):
-        if name in usage:
-            row[f"{name}_cpu_s_per_100k"] = round(usage[name].cpu_s * per_100k, 1)
+    shares = {"worker": Usage(worker_cpu, 0.0)}
+    shares |= {name: usage[name] for name in ("cassandra", "sink") if name in usage}
+    row |= cpu_per_100k(shares, row["received"])
     row["api_cpu_s"] = usage["api"].cpu_s if "api" in usage else None
     row["worker_peak_rss_mb"] = max(
         (u.peak_rss_mb for name, u in usage.items() if name.startswith("worker")), default=0.0
@@ -179,9 +177,7 @@ def _cassandra(cluster: BenchCluster) -> dict[str, int]:
     return {} if pid is None else {"cassandra": pid}
 
 
-async def raw_http_limit(
-    cluster: BenchCluster, run_dir: Path, n: int, concurrency: int
-) -> dict[str, Any]:
+async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, Any]:
     sink = await SinkProcess(run_dir / "raw.arrivals").start()
     try:
         ids = [f"msg_raw{i:012x}" for i in range(n)]
@@ -191,16 +187,12 @@ async def raw_http_limit(
         arrivals = await sink.arrivals()
     finally:
         await sink.stop()
-    per_100k = 100_000 / max(1, len(arrivals))
-    row: dict[str, Any] = {
+    return {
         "run": f"raw aiohttp c={concurrency}",
         "n": n,
         "deliveries_per_s": round(per_s, 1),
         "received": len(arrivals),
-    }
-    for name, used in usage.items():
-        row[f"{name}_cpu_s_per_100k"] = round(used.cpu_s * per_100k, 1)
-    return row
+    } | cpu_per_100k(usage, len(arrivals))
 
 
 async def raw_durable_limits(
@@ -300,7 +292,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if args.burst:
             await phase("burst", args.burst_n, 1000, "burst")
-        report["raw"] = await raw_http_limit(cluster, run_dir, args.m, args.raw_concurrency)
+        report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
         # Real schedules for the clockwork-store level to read: the last saturating run's.
         keys = [f"saturate-w{args.workers[-1]}-{i}" for i in range(args.m)]
         report["raw_durable"] = await raw_durable_limits(

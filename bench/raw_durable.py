@@ -1,6 +1,6 @@
 """The durable HTTP limits: the sink driven by a plain load generator that also does,
 per firing, the store work of a durable scheduler, through Clockwork's own Cassandra
-store (the worker's batching settings) and with no scheduler in between.
+store (opened as a worker opens it) and with no scheduler in between.
 
 Two levels, each measured over the same number of firings as the raw HTTP limit:
 
@@ -31,7 +31,9 @@ from typing import Any
 
 from bench import loadgen
 from bench.common import now_ms
-from bench.resources import ResourceMonitor
+from bench.resources import ResourceMonitor, cpu_per_100k
+from clockwork_svc import app
+from clockwork_svc.abc import Store, SystemClock
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
     ClusterLayout,
@@ -40,25 +42,19 @@ from clockwork_svc.domain.model import (
     Outcome,
     Progress,
 )
-from clockwork_svc.settings import CassandraSettings
-from clockwork_svc.storage.cassandra import CassandraStore
+from clockwork_svc.settings import CassandraSettings, ProcessSettings, StoreSettings
 
 LEVELS = ("minimal", "clockwork-store")
 _SCAN_PAGE = 500
 _ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
 
 
-async def open_store(contact_point: str, keyspace: str) -> CassandraStore:
-    """The store as a worker opens it: the same write batch and linger."""
-    c = CassandraSettings()
-    linger_s = c.batch_linger_ms / 1000
-    return await CassandraStore.open(
-        [contact_point],
-        keyspace,
-        write_batch=c.write_batch,
-        batch_linger_s=linger_s,
-        read_linger_s=linger_s,
-    )
+async def open_store(contact_point: str, keyspace: str) -> Store:
+    """The store as a worker opens it (`clockwork_svc.app.open_store`): the same write
+    batch and lingers."""
+    cassandra = CassandraSettings(contact_points=(contact_point,), keyspace=keyspace)
+    settings = ProcessSettings(store=StoreSettings(kind="cassandra", cassandra=cassandra))
+    return await app.open_store(settings, SystemClock(), serves_api=False)
 
 
 def firings(
@@ -91,7 +87,7 @@ class _Driver:
 
     def __init__(
         self,
-        store: CassandraStore,
+        store: Store,
         layout: ClusterLayout,
         http: loadgen.Session,
         url: str,
@@ -195,7 +191,6 @@ async def limit(
             usage = await monitor.stop()
     finally:
         await store.close()
-    per_100k = 100_000 / max(1, driver.delivered)
     row: dict[str, Any] = {
         "run": f"raw + store: {level_name}, c={concurrency}",
         "level": level_name,
@@ -203,8 +198,7 @@ async def limit(
         "deliveries_per_s": round(driver.delivered / seconds, 1),
         "errors": len(driver.errors),
     }
-    for name, used in usage.items():
-        row[f"{name}_cpu_s_per_100k"] = round(used.cpu_s * per_100k, 1)
+    row |= cpu_per_100k(usage, driver.delivered)
     if driver.errors:
         row["first_error"] = driver.errors[0]
     return row

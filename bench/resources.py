@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -13,6 +14,13 @@ import psutil
 class Usage:
     cpu_s: float
     peak_rss_mb: float
+
+
+def cpu_per_100k(usage: Mapping[str, Usage], firings: int) -> dict[str, float]:
+    """`<name>_cpu_s_per_100k` for each process: its CPU seconds over a phase scaled
+    to 100k firings."""
+    per_100k = 100_000 / max(1, firings)
+    return {f"{name}_cpu_s_per_100k": round(u.cpu_s * per_100k, 1) for name, u in usage.items()}
 
 
 def listener_pid(address: str) -> int | None:

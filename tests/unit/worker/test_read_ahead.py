@@ -38,6 +38,15 @@ class ReadTimes(SqliteStore):
     reads: dict[str, int]
     slow: dict[str, float]
 
+    @classmethod
+    async def opened(cls, path: Path) -> ReadTimes:
+        """A new two-shard store at `path`, nothing read yet and nothing slow."""
+        store = await cls.open(path, ClusterLayout(2, 60_000, CLOCK.now_ms()))
+        assert isinstance(store, ReadTimes)
+        store.reads = {}
+        store.slow = {}
+        return store
+
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
         self.reads.setdefault(key, CLOCK.now_ms())
         await asyncio.sleep(self.slow.get(key, 0.0))
@@ -66,10 +75,7 @@ class Node:
 
 @asynccontextmanager
 async def node(tmp_path: Path, tenants: FixedTenants | None = None) -> AsyncIterator[Node]:
-    store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
-    assert isinstance(store, ReadTimes)
-    store.reads = {}
-    store.slow = {}
+    store = await ReadTimes.opened(tmp_path / "db")
     layout = await store.layout()
     sink = RecordingSink()
     settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
@@ -179,10 +185,7 @@ async def test_a_cancel_supersedes_an_overdue_firing_no_worker_has_started(
 ) -> None:
     """The backlog of a dead worker: occurrences already due, not yet started by the
     successor. A cancel written before the successor reaches them wins: not sent."""
-    store = await ReadTimes.open(tmp_path / "db", ClusterLayout(2, 60_000, CLOCK.now_ms()))
-    assert isinstance(store, ReadTimes)
-    store.reads = {}
-    store.slow = {}
+    store = await ReadTimes.opened(tmp_path / "db")
     layout = await store.layout()
     # No worker yet: the shards' owner is down.
     scheduling = Scheduling(store, CLOCK, layout, Limits(), AddressPolicy(allow_loopback=True))
