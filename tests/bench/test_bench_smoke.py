@@ -99,6 +99,10 @@ def test_fire(tmp_path: Path) -> None:
         assert (r["lost"], r["unexpected"], r["received"]) == (0, 0, r["n"]), r
         assert r["early"] == 0, r  # one machine: cluster time is the sink's clock
     assert report["raw"]["received"] == 300
+    # The load generator's and the sink's CPU over the raw run, per 100k requests (the
+    # sink's few ticks at this size may round to 0; the driver's do not).
+    assert report["raw"]["driver_cpu_s_per_100k"] > 0, report["raw"]
+    assert report["raw"]["sink_cpu_s_per_100k"] >= 0, report["raw"]
     # The raw limits with a durable scheduler's store work: every firing written, read
     # back by the scan, delivered once and recorded (the clockwork-store level reads
     # the saturating run's real schedules: a missing one would be an error).
