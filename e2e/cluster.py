@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.coordination.etcd import cluster_status
@@ -237,8 +238,14 @@ async def _terminate(procs: Sequence[ClockworkProcess]) -> None:
                 await proc.kill(signal.SIGKILL)
 
 
+class ApiAccess(Protocol):
+    """What ``settle`` needs of a deployment: a client of its api."""
+
+    def client(self, timeout_s: float = 30.0) -> ClockworkClient: ...
+
+
 async def settle(
-    cluster: Cluster,
+    cluster: ApiAccess,
     workload: Workload,
     sink: RecordingSink,
     end_ms: int,

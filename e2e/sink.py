@@ -55,6 +55,8 @@ class RecordingSink:
     responder: Callable[[str, int], int | tuple[int, dict[str, str]]] = lambda path, n: 200
     delay_s: float = 0.0
     port: int = 0
+    host: str = "127.0.0.1"
+    """Where it listens (pods on the real node reach the host at the pod gateway)."""
     _runner: web.AppRunner | None = None
     _counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     _arrived: asyncio.Condition | None = None
@@ -64,7 +66,7 @@ class RecordingSink:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     async def start(self) -> RecordingSink:
         self._arrived = asyncio.Condition()
@@ -73,7 +75,7 @@ class RecordingSink:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]

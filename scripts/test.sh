@@ -18,6 +18,20 @@ if ! command -v nft >/dev/null || ! ls /usr/lib/*/faketime/libfaketime.so.1 >/de
   apt-get update -qq && apt-get install -y -qq nftables libfaketime redis-server >/dev/null
 fi
 
+# The real Kubernetes node (e2e/infra/node.py) and the image build (e2e/infra/images.py).
+have_node_tools() {
+  local tool
+  for tool in containerd ctr runc buildah podman debootstrap iptables conntrack; do
+    command -v "$tool" >/dev/null || return 1
+  done
+  [ -x /usr/lib/cni/bridge ]
+}
+if ! have_node_tools; then
+  log "installing containerd, runc, the CNI plugins, buildah, podman, debootstrap, iptables and conntrack (the real node's pods; Debian packages)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc \
+    containernetworking-plugins buildah podman debootstrap iptables conntrack >/dev/null
+fi
+
 log "python environment"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

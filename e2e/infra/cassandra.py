@@ -181,7 +181,10 @@ num_tokens: 1
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
 listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+# Clients on every local address (pods on the real node reach it at the pod
+# network's gateway); the node tells clients it lives at 127.0.0.1.
+rpc_address: 0.0.0.0
+broadcast_rpc_address: 127.0.0.1
 storage_port: {storage}
 native_transport_port: {native}
 start_native_transport: true

@@ -137,7 +137,9 @@ class Etcd(Server):
             str(self.etcd_bin),
             f"--name={MEMBER_NAME}",
             f"--data-dir={self.data_dir}",
-            f"--listen-client-urls={client}",
+            # Every local address: pods on the real node reach it at the pod
+            # network's gateway.
+            f"--listen-client-urls=http://0.0.0.0:{ports['client']}",
             f"--advertise-client-urls={client}",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",

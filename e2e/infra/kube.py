@@ -37,10 +37,11 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from . import podnet
 from .etcd import Etcd, _go, _go_env, _run
 from .process import file_lock, wait_for_exit
 from .server import InfraError, LaunchSpec, ProbeError, Server
@@ -228,11 +229,15 @@ class Kube(Server):
             "apiserver": [
                 str(b / "kube-apiserver"),
                 f"--etcd-servers={etcd_client}",
-                f"--bind-address={self.host}",
-                f"--advertise-address={self.host}",
+                # Every local address, advertised on the pod network's gateway: the
+                # `kubernetes` Service then has an endpoint pods on the real node reach.
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={podnet.GATEWAY}",
                 f"--secure-port={ports['apiserver']}",
+                # The real node is known by its pod-network address, not a host name.
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--cert-dir={pki}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={podnet.SERVICE_RANGE}",
                 "--allow-privileged=true",
                 "--authorization-mode=Node,RBAC",
                 f"--token-auth-file={tokens}",
@@ -265,8 +270,8 @@ class Kube(Server):
             "kwok": [
                 str(b / "kwok"),
                 f"--config={kwok_stages}",
-                "--node-ip=10.0.1.1",
-                "--cidr=10.244.0.0/16",
+                f"--node-ip={podnet.KWOK_NODE_IP}",
+                f"--cidr={podnet.KWOK_POD_RANGE}",
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={'='.join(KWOK_ANNOTATION)}",
@@ -277,7 +282,10 @@ class Kube(Server):
             argv=(
                 "bash",
                 "-c",
-                _supervisor(commands, logs, ports["apiserver"], pki / "apiserver.crt"),
+                # The controllers start once the apiserver listens and has written its
+                # serving certificate (the controller-manager publishes it as the root
+                # CA and exits if the file is missing).
+                supervisor(commands, logs, {"controller-manager": _serving(ports, pki)}),
             ),
             cwd=self.dir,
             env=_clean_env(),
@@ -285,7 +293,7 @@ class Kube(Server):
 
     def probe(self, port: int, timeout: float) -> str:
         """Ready: ``/readyz``, the default ServiceAccount, and a Ready kwok node."""
-        api = _Api(f"https://{self.host}:{port}", timeout)
+        api = AdminApi(f"https://{self.host}:{port}", timeout)
         status, body = api.call("GET", "/readyz")
         if status != 200:
             raise ProbeError(f"/readyz: {status} {body[:200]!r}")
@@ -327,7 +335,7 @@ class Kube(Server):
         state dir: one whose supervisor died by SIGKILL alone (the OOM killer, a
         stray ``kill``) has no live group leader, which the generic stop needs."""
         super()._stop_locked(timeout)
-        strays = _component_pids(self.dir, {*self._binary_paths()})
+        strays = component_pids(self.dir, {*self._binary_paths()})
         for pid in strays:
             log.warning("kube: killing orphaned component pid %d", pid)
             with contextlib.suppress(ProcessLookupError):
@@ -358,29 +366,10 @@ class Kube(Server):
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True)
         env = _go_env(self.cache_dir / "go")
-        minor = self.version.split(".")[1]
         log.info("building Kubernetes %s, kwok, helm (log: %s)", self.version, build_log)
         started = time.monotonic()
         with build_log.open("w") as out:
-            _run([go, "mod", "init", WRAPPER_MODULE], src, env, out)
-            upstream = _upstream_go_mod(go, self.version, src, env)
-            _run([go, "mod", "edit", f"-require=k8s.io/kubernetes@v{self.version}"], src, env, out)
-            for module in _staging_modules(upstream):
-                replace = f"-replace={module}={module}@v0.{self.version.split('.', 1)[1]}"
-                _run([go, "mod", "edit", replace], src, env, out)
-            packages = [f"k8s.io/kubernetes/cmd/{name}" for name in _KUBE_BINARIES]
-            _run([go, "get", *(f"{p}@v{self.version}" for p in packages)], src, env, out)
-            stamp = ["-s", "-w"]
-            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-                stamp += [
-                    f"-X={pkg}.gitVersion=v{self.version}",
-                    f"-X={pkg}.gitMajor=1",
-                    f"-X={pkg}.gitMinor={minor}",
-                    f"-X={pkg}.gitTreeState=clean",
-                ]
-            ldflags = "-ldflags=" + " ".join(stamp)
-            build = [go, "build", "-trimpath", ldflags, "-o", f"{staging}/", *packages]
-            _run(build, src, env, out)
+            build_components(self.version, _KUBE_BINARIES, src, staging, env, out)
             tools = {**env, "GOBIN": str(staging)}
             _run([go, "install", "-trimpath", "-ldflags=-s -w",
                   f"sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}"], src, tools, out)  # fmt: skip
@@ -396,6 +385,39 @@ class Kube(Server):
         }
         (self.dist_dir / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         log.info("built the control plane in %.1fs into %s", took, self.bin_dir)
+
+
+def build_components(
+    version: str,
+    commands: Sequence[str],
+    src: Path,
+    staging: Path,
+    env: Mapping[str, str],
+    out: TextIO,
+) -> None:
+    """Build ``k8s.io/kubernetes/cmd/<command>`` for each command into ``staging``, from
+    a wrapper module in ``src`` (created here) that maps every staging module to its
+    published release; the binaries carry the version, as kubectl and helm expect."""
+    go = _go()
+    minor = version.split(".")[1]
+    _run([go, "mod", "init", WRAPPER_MODULE], src, env, out)
+    upstream = _upstream_go_mod(go, version, src, env)
+    _run([go, "mod", "edit", f"-require=k8s.io/kubernetes@v{version}"], src, env, out)
+    for module in _staging_modules(upstream):
+        replace = f"-replace={module}={module}@v0.{version.split('.', 1)[1]}"
+        _run([go, "mod", "edit", replace], src, env, out)
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in commands]
+    _run([go, "get", *(f"{p}@v{version}" for p in packages)], src, env, out)
+    stamp = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        stamp += [
+            f"-X={pkg}.gitVersion=v{version}",
+            f"-X={pkg}.gitMajor=1",
+            f"-X={pkg}.gitMinor={minor}",
+            f"-X={pkg}.gitTreeState=clean",
+        ]
+    ldflags = "-ldflags=" + " ".join(stamp)
+    _run([go, "build", "-trimpath", ldflags, "-o", f"{staging}/", *packages], src, env, out)
 
 
 def _upstream_go_mod(go: str, version: str, cwd: Path, env: Mapping[str, str]) -> str:
@@ -425,13 +447,12 @@ def _staging_modules(go_mod: str) -> list[str]:
     return modules
 
 
-def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, cert: Path) -> str:
+def supervisor(commands: Mapping[str, list[str]], logs: Path, waits: Mapping[str, str]) -> str:
     """A bash script: start the components in order, each with its own log; when any of
     them exits, or the script gets SIGTERM/SIGINT, stop the others (SIGTERM, SIGKILL
     after ``COMPONENT_STOP_S``) and exit, so a dead component never leaves the rest
-    running without a supervisor. The controllers start once the apiserver listens and
-    has written its serving certificate (the controller-manager publishes it as the
-    root CA and exits if the file is missing)."""
+    running without a supervisor. ``waits`` maps a component to a bash condition polled
+    before it starts (what it needs from the ones before it)."""
     lines = [
         "set -u",
         "stop() {",
@@ -448,11 +469,8 @@ def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, ce
         "trap 'stop 0' TERM INT",
     ]
     for name, argv in commands.items():
-        if name == "controller-manager":
-            lines.append(
-                f"until [ -s {shlex.quote(str(cert))} ] && "
-                f"(exec 3<>/dev/tcp/127.0.0.1/{api_port}) 2>/dev/null; do sleep 0.2; done"
-            )
+        if name in waits:
+            lines.append(f"until {waits[name]}; do sleep 0.2; done")
         logfile = shlex.quote(str(logs / f"{name}.log"))
         lines.append(f"{shlex.join(argv)} >> {logfile} 2>&1 &")
     lines += [
@@ -464,7 +482,12 @@ def _supervisor(commands: Mapping[str, list[str]], logs: Path, api_port: int, ce
     return "\n".join(lines) + "\n"
 
 
-def _component_pids(state: Path, binaries: set[str]) -> list[int]:
+def _serving(ports: Mapping[str, int], pki: Path) -> str:
+    cert = shlex.quote(str(pki / "apiserver.crt"))
+    return f"[ -s {cert} ] && (exec 3<>/dev/tcp/127.0.0.1/{ports['apiserver']}) 2>/dev/null"
+
+
+def component_pids(state: Path, binaries: set[str]) -> list[int]:
     """Processes running one of ``binaries`` with a path under ``state`` in their argv."""
     marker = f"{state}/"
     pids = []
@@ -516,7 +539,7 @@ def _node() -> dict[str, Any]:
     }
 
 
-class _Api:
+class AdminApi:
     """Just enough of a Kubernetes API client for the probe (admin token, no TLS checks:
     the apiserver's certificate is self-signed at start-up)."""
 

@@ -10,6 +10,7 @@ from .cassandra import Cassandra
 from .etcd import Etcd
 from .kafka import Kafka
 from .kube import Kube
+from .node import Node
 from .server import Server
 
 SERVERS: dict[str, type[Server]] = {
@@ -17,4 +18,5 @@ SERVERS: dict[str, type[Server]] = {
     Etcd.name: Etcd,
     Kafka.name: Kafka,
     Kube.name: Kube,
+    Node.name: Node,
 }

@@ -90,6 +90,33 @@ def test_optional_parts(kube: KubeTools) -> None:
     )
 
 
+def test_private_targets_reach_the_api_and_the_workers(kube: KubeTools) -> None:
+    """The api refuses a private callback URL at create time unless it is allowed
+    there too, not only in the workers that connect."""
+    objects = kube.template(TOKEN, "worker.allowPrivateTargets=10.20.0.0/16")
+    for component in ("-api", "-worker"):
+        pod = by_name(objects, "Deployment", component)["spec"]["template"]["spec"]
+        env = {e["name"]: e for e in pod["containers"][0]["env"]}
+        assert env["CLOCKWORK_ALLOW_PRIVATE_TARGETS"]["value"] == "10.20.0.0/16", component
+    api = by_name(kube.template(TOKEN), "Deployment", "-api")["spec"]["template"]["spec"]
+    assert "CLOCKWORK_ALLOW_PRIVATE_TARGETS" not in {e["name"] for e in api["containers"][0]["env"]}
+
+
+def test_the_migration_job_can_be_placed_like_the_other_pods(kube: KubeTools) -> None:
+    """A cluster whose nodes are tainted or selected must be able to run the hook too."""
+    objects = kube.template(
+        TOKEN,
+        "migration.nodeSelector.pool=clockwork",
+        "migration.tolerations[0].key=dedicated",
+        "migration.tolerations[0].operator=Exists",
+        "migration.resources.requests.cpu=50m",
+    )
+    pod = by_name(objects, "Job", "-migrate")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "clockwork"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert pod["containers"][0]["resources"]["requests"] == {"cpu": "50m", "memory": "128Mi"}
+
+
 def test_large_numbers_from_a_values_file_render_as_integers(
     kube: KubeTools, tmp_path: Path
 ) -> None:

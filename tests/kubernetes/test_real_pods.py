@@ -1,0 +1,586 @@
+"""The Helm chart on a real node: every pod is a container of the image built from the
+project's own Dockerfile, run by containerd under a kubelet beside the test control
+plane (`e2e/infra/node.py`), against the harness's Cassandra and etcd.
+
+In order, on one installation: the image (non-root, its two entry points); `helm
+install` (the migration hook Job, then the api, two workers and the operator Ready
+through their own probes); a schedule created through the api Service whose signed
+callback reaches a sink on the host; a `ClockworkSchedule` applied with kubectl,
+suspended, resumed and deleted; a worker pod deleted while firings are due; the
+operator pod killed; the workers scaled up by load and back down; `helm upgrade` to a
+second build while firings are due; `helm uninstall`. The checker (`e2e/checker.py`)
+judges every fault: nothing acknowledged may be lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.coordination.etcd import cluster_status
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.storage.cassandra import connecting, drop_keyspace_for_tests
+from clockwork_svc.storage.cassandra.schema import load_layout
+from e2e.checker import Report, Window
+from e2e.cluster import now_ms, settle
+from e2e.infra import images
+from e2e.infra.node import Node
+from e2e.infra.paths import default_cache_dir
+from e2e.sink import RecordingSink
+from e2e.workload import Workload
+from tests.conftest import require_server
+from tests.kubernetes.conftest import CHART, KubeTools
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.asyncio(loop_scope="module")]
+
+ADMIN = "real-node-admin-" + uuid.uuid4().hex[:8]
+TAG, UPGRADE_TAG, UPGRADE_VERSION = "e2e", "e2e-upgrade", "0.1.1"
+MIN_WORKERS, MAX_WORKERS = 2, 3
+TARGET_PER_WORKER = 15  # an integer: `--set` reads 15.0 as a string
+LEASE_TTL = 4
+TENANT = "pods"
+READY_TIMEOUT_S = 240
+
+
+@dataclass
+class Release:
+    kube: KubeTools
+    node: Node
+    name: str
+    namespace: str
+    team: str
+    keyspace: str
+    cluster: str
+    cassandra: str
+    etcd: str
+    sink: RecordingSink
+    node_name: str
+    values: list[str] = field(default_factory=list)
+    api_address: str = ""
+    shards: int = 0
+    """As the migration hook laid them out (its default count)."""
+    tenant_token: str = ""
+    signing_secret: str = ""
+    windows: list[Window] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-clockwork"
+
+    async def kubectl(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        return await self.kube.arun(self.kube.kubectl, *args, stdin=stdin)
+
+    async def helm(self, *args: str) -> tuple[int, str, str]:
+        return await self.kube.arun(self.kube.helm, *args)
+
+    async def get(self, *args: str) -> dict[str, Any]:
+        return await self.kube.kubectl_json("-n", self.namespace, "get", *args)
+
+    async def pods(self, component: str) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
+        items: list[dict[str, Any]] = (await self.get("pods", "-l", selector))["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def client(self, timeout_s: float = 30.0) -> ClockworkClient:
+        """The tenant's client, through the api Service."""
+        settings = ClientSettings(
+            self.api_address, tenant=TENANT, token=self.tenant_token, timeout_s=timeout_s
+        )
+        return ClockworkClient(settings)
+
+    def admin(self) -> ClockworkClient:
+        return ClockworkClient(ClientSettings(self.api_address, token=ADMIN))
+
+    async def owners(self) -> tuple[dict[int, str], set[str]]:
+        """shard -> owning worker id, and the registered worker ids (etcd)."""
+        view = await cluster_status(self.etcd, self.cluster)
+        return {shard: owner for shard, (owner, _) in view.owners.items()}, set(view.workers)
+
+    async def diagnose(self) -> str:
+        """Pods, events and logs of the release, for a failure message."""
+        out = []
+        for args in (("get", "pods", "-o", "wide"), ("get", "events", "--sort-by=.lastTimestamp")):
+            _, text, err = await self.kubectl("-n", self.namespace, *args)
+            out.append(f"$ kubectl {' '.join(args)}\n{text}{err}")
+        for pod in (await self.get("pods"))["items"]:
+            name = pod["metadata"]["name"]
+            _, text, err = await self.kubectl("-n", self.namespace, "logs", name, "--tail=30")
+            out.append(f"--- logs {name}\n{text}{err}")
+        return "\n".join(out)[-12000:]
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
+) -> float:
+    started = time.monotonic()
+    while not await check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s}s")
+        await asyncio.sleep(interval_s)
+    return time.monotonic() - started
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+async def wait_ready(release: Release, component: str, count: int, image: str) -> float:
+    """`count` pods of `component`, all Ready on the real node, all running `image`;
+    on a timeout the pods' events and logs are in the failure."""
+
+    async def ready() -> bool:
+        pods = await release.pods(component)
+        return len(pods) == count and all(
+            _ready(p)
+            and p["spec"]["nodeName"] == release.node_name
+            and p["spec"]["containers"][0]["image"] == image
+            for p in pods
+        )
+
+    try:
+        return await eventually(ready, READY_TIMEOUT_S, f"{count} {component} pod(s) Ready")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{await release.diagnose()}") from None
+
+
+def chart_values(release: Release, pod_host: str, tag: str) -> list[str]:
+    """The `--set` pairs of the installation (also what the README shows, with a
+    registry instead of `pullPolicy=Never`)."""
+    label_key, label_value = require_server("CLOCKWORK_NODE_LABEL").split("=")
+    # Small requests: every pod (and a third worker) fits on one 2-core node.
+    small = json.dumps({"requests": {"cpu": "10m", "memory": "64Mi"}})
+    pairs = [
+        f"image.repository={images.CLOCKWORK_REPOSITORY}",
+        f"image.tag={tag}",
+        "image.pullPolicy=Never",
+        f"cassandra.contactPoints={pod_host}:{release.cassandra.rsplit(':', 1)[1]}",
+        f"cassandra.keyspace={release.keyspace}",
+        "cassandra.replicationFactor=1",
+        f"etcd.endpoint={pod_host}:{release.etcd.rsplit(':', 1)[1]}",
+        f"etcd.clusterName={release.cluster}",
+        f"etcd.leaseTtlSeconds={LEASE_TTL}",
+        f"auth.adminToken={ADMIN}",
+        f"worker.allowPrivateTargets={pod_host}/32",
+        f"worker.autoscaling.minReplicas={MIN_WORKERS}",
+        f"worker.autoscaling.maxReplicas={MAX_WORKERS}",
+        f"worker.autoscaling.targetPerWorker={TARGET_PER_WORKER}",
+        "worker.autoscaling.scaleUpCooldownSeconds=1",
+        "worker.autoscaling.scaleDownCooldownSeconds=6",
+        "worker.autoscaling.intervalSeconds=1",
+        "operator.statusIntervalSeconds=2",
+        f"operator.peering=clockwork-{release.cluster}",
+    ]
+    escaped = label_key.replace(".", "\\.")  # a dot in a --set key is a path separator
+    for part in ("api", "worker", "operator", "migration"):
+        pairs += [
+            f"{part}.nodeSelector.{escaped}={label_value}",
+            f"{part}.tolerations[0].key={label_key}",
+            f"{part}.tolerations[0].operator=Exists",
+            f"{part}.tolerations[0].effect=NoSchedule",
+        ]
+    args = [arg for pair in pairs for arg in ("--set", pair)]
+    for part in ("api", "worker", "operator", "migration"):
+        args += ["--set-json", f"{part}.resources={small}"]
+    return args
+
+
+@pytest.fixture(scope="module")
+def node() -> Node:
+    require_server("CLOCKWORK_NODE")
+    return Node()
+
+
+@pytest.fixture(scope="module")
+def image(node: Node) -> str:
+    """Clockwork's image, built from the Dockerfile and loaded into the node."""
+    started = time.monotonic()
+    name = images.build_clockwork(TAG, default_cache_dir())
+    built = time.monotonic() - started
+    node.load_image(name)
+    loaded = time.monotonic() - started - built
+    print(f"image {name}: built in {built:.1f}s, loaded into containerd in {loaded:.1f}s")
+    return name
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def release(kube: KubeTools, node: Node, image: str) -> AsyncIterator[Release]:
+    pod_host = require_server("CLOCKWORK_POD_HOST")
+    suffix = uuid.uuid4().hex[:8]
+    sink = await RecordingSink(host=pod_host).start()
+    rel = Release(
+        kube=kube,
+        node=node,
+        name="cw",
+        namespace=f"real-{suffix}",
+        team=f"team-{suffix}",
+        keyspace=f"pods_{suffix}",
+        cluster=f"pods-{suffix}",
+        cassandra=require_server("CLOCKWORK_CASSANDRA"),
+        etcd=require_server("CLOCKWORK_ETCD"),
+        sink=sink,
+        node_name=require_server("CLOCKWORK_NODE"),
+    )
+    rel.values = chart_values(rel, pod_host, TAG)
+    try:
+        for ns in (rel.namespace, rel.team):
+            code, _, err = await rel.kubectl("create", "namespace", ns)
+            assert code == 0, err
+        yield rel
+    finally:
+        await rel.helm("uninstall", rel.name, "--namespace", rel.namespace, "--wait")
+        for ns in (rel.team, rel.namespace):
+            await rel.kubectl("delete", "namespace", ns, "--wait=false")
+        await sink.stop()
+        await drop_keyspace_for_tests([rel.cassandra], rel.keyspace)
+
+
+# --- 1. the image ------------------------------------------------------------------
+
+
+async def test_image_is_non_root_with_both_entry_points(image: str) -> None:
+    facts = images.inspect(image)
+    assert facts["user"] == "10001:10001", facts
+    assert images.run(image, "--version").startswith("clockwork, version ")
+    assert "Reconcile ClockworkSchedule resources" in images.run(
+        image, "--help", entrypoint="clockwork-operator"
+    )
+    assert images.run(image, entrypoint="id").startswith("uid=10001(clockwork)")
+    print(f"image {image}: {int(facts['size']) / 1e6:.0f} MB")  # type: ignore[call-overload]
+
+
+# --- 2. helm install --------------------------------------------------------------------
+
+
+async def test_helm_install_runs_every_component_on_the_real_node(
+    release: Release, image: str
+) -> None:
+    started = time.monotonic()
+    code, out, err = await release.helm(
+        "install", release.name, str(CHART), "--namespace", release.namespace,
+        "--wait", "--timeout", "5m", *release.values,
+    )  # fmt: skip
+    if code != 0:
+        raise AssertionError(f"helm install failed:\n{out}\n{err}\n{await release.diagnose()}")
+    # The migration hook ran in a pod on the node, against the harness's Cassandra:
+    cluster, session = await connecting.connect([release.cassandra], timeout_s=30.0)
+    try:
+        layout = await load_layout(session, release.keyspace)
+    finally:
+        await connecting.shutdown(cluster)
+    assert layout is not None and layout.shard_count > 0, layout
+    release.shards = layout.shard_count
+    await wait_ready(release, "api", 2, image)
+    await wait_ready(release, "worker", MIN_WORKERS, image)  # the operator scaled 1 -> 2
+    await wait_ready(release, "operator", 1, image)
+    print(f"helm install to every pod Ready: {time.monotonic() - started:.1f}s")
+
+    # Both workers registered in etcd and share every shard.
+    workers = {p["metadata"]["name"] for p in await release.pods("worker")}
+
+    async def shared() -> bool:
+        owners, registered = await release.owners()
+        owning = {owner.rsplit("-", 2)[0] for owner in owners.values()}
+        return len(owners) == layout.shard_count and owning == workers == {
+            w.rsplit("-", 2)[0] for w in registered
+        }
+
+    await eventually(shared, 30, "both worker pods own shards")
+    service = await release.get("service", f"{release.fullname}-api")
+    release.api_address = f"{service['spec']['clusterIP']}:7070"
+    async with release.admin() as admin:
+        created = await admin.create_tenant(TENANT)
+    release.tenant_token, release.signing_secret = created.token, created.signing_secret
+
+
+# --- 3. schedules through the Service and through kubectl ---------------------------------
+
+
+async def test_a_schedule_created_through_the_service_calls_back_signed(release: Release) -> None:
+    spec = ScheduleSpec(
+        trigger=triggers.OnceTrigger(now_ms() + 1500),
+        target=HttpTarget(f"{release.sink.url}/signed"),
+        payload=b'{"hello": "pods"}',
+    )
+    async with release.client() as client:
+        await client.create("signed-1", spec)
+    [got] = await release.sink.wait_for("/signed", 1, timeout_s=30)
+    assert got.body == b'{"hello": "pods"}'
+    msg_id, stamp = got.headers["webhook-id"], got.headers["webhook-timestamp"]
+    key = base64.b64decode(release.signing_secret.removeprefix("whsec_"))
+    signed = f"{msg_id}.{stamp}.".encode() + got.body
+    expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    assert expected in got.headers["webhook-signature"].split(), got.headers
+
+
+def manifest(name: str, namespace: str, spec: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "clockwork.io/v1alpha1",
+            "kind": "ClockworkSchedule",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
+
+
+async def apply_heartbeat(release: Release, name: str, path: str) -> dict[str, Any]:
+    """Apply a 1 s ClockworkSchedule; wait for callbacks and a synced status."""
+    spec = {
+        "schedule": {"every": "1s"},
+        "target": {"http": {"url": f"{release.sink.url}{path}"}},
+        "payload": '{"from": "k8s"}',
+        "tenantSecretRef": {"name": "tenant-token"},
+    }
+    code, _, err = await release.kubectl(
+        "apply", "-f", "-", stdin=manifest(name, release.team, spec)
+    )
+    assert code == 0, err
+    await release.sink.wait_for(path, 2, timeout_s=60)
+
+    async def synced() -> bool:
+        status = (await release.kube.kubectl_json("-n", release.team, "get", "cws", name)).get(
+            "status", {}
+        )
+        return bool(
+            status.get("state") == "ACTIVE"
+            and status.get("lastOutcome") == "SUCCEEDED"
+            and status.get("nextFireTime")
+            and status.get("firedCount", 0) >= 1
+        )
+
+    await eventually(synced, 60, f"{name}: status with next fire time and last outcome")
+    return await release.kube.kubectl_json("-n", release.team, "get", "cws", name)
+
+
+async def test_a_clockwork_schedule_is_reconciled_by_the_operator_pod(release: Release) -> None:
+    code, _, err = await release.kubectl(
+        "-n", release.team, "create", "secret", "generic", "tenant-token",
+        f"--from-literal=token={release.tenant_token}", f"--from-literal=tenant={TENANT}",
+    )  # fmt: skip
+    assert code == 0, err
+    obj = await apply_heartbeat(release, "heartbeat", "/cws")
+    key = obj["status"]["scheduleKey"]
+
+    async def state(want: str) -> bool:
+        cws = await release.kube.kubectl_json("-n", release.team, "get", "cws", "heartbeat")
+        return bool(cws.get("status", {}).get("state") == want)
+
+    async def patch_suspend(value: bool) -> None:
+        code, _, err = await release.kubectl(
+            "-n", release.team, "patch", "cws", "heartbeat", "--type=merge",
+            "-p", json.dumps({"spec": {"suspend": value}}),
+        )  # fmt: skip
+        assert code == 0, err
+
+    await patch_suspend(True)
+    await eventually(lambda: state("PAUSED"), 30, "PAUSED after suspend")
+    await asyncio.sleep(1.5)  # a delivery already in flight may still land
+    before = len(release.sink.at("/cws"))
+    await asyncio.sleep(3)
+    assert len(release.sink.at("/cws")) == before, "fired while suspended"
+    await patch_suspend(False)
+    await release.sink.wait_for("/cws", before + 2, timeout_s=30)
+    code, _, err = await release.kubectl(
+        "-n", release.team, "delete", "cws", "heartbeat", "--timeout=60s"
+    )
+    assert code == 0, err
+    async with release.client() as client:
+        assert (await client.get(key)).state == 3  # CANCELLED
+    await asyncio.sleep(1.5)
+    after = len(release.sink.at("/cws"))
+    await asyncio.sleep(3)
+    assert len(release.sink.at("/cws")) == after, "fired after delete"
+
+
+# --- 4. faults on pods ---------------------------------------------------------------------
+
+
+async def test_a_deleted_worker_pod_is_taken_over_and_replaced(release: Release) -> None:
+    t0 = now_ms()
+    workload = Workload(seed=21, target=release.sink.url, prefix="podkill")
+    planned = workload.generate(150, t0 + 3_000, t0 + 20_000)
+    async with release.client() as client:
+        await workload.create(client, planned)
+    await asyncio.sleep(4)
+    victim = (await release.pods("worker"))[0]["metadata"]["name"]
+    survivors = {p["metadata"]["name"] for p in await release.pods("worker")} - {victim}
+    start = now_ms()
+    code, _, err = await release.kubectl(
+        "-n", release.namespace, "delete", "pod", victim, "--wait=false"
+    )
+    assert code == 0, err
+
+    async def taken_over() -> bool:
+        owners, _ = await release.owners()
+        return len(owners) == release.shards and not any(o.startswith(victim) for o in owners.values())
+
+    took = await eventually(taken_over, LEASE_TTL + 10, "the victim's shards taken over", 0.1)
+    release.windows.append(Window("kubectl delete pod (worker)", start, now_ms()))
+    print(f"worker pod deleted: its shards owned by others after {took:.2f}s")
+    assert took <= LEASE_TTL + 2, took
+    report = await settle(release, workload, release.sink, t0 + 20_000, release.windows[-1:])
+    assert_no_loss("kubectl delete pod (worker)", report, duplicates_allowed=True)
+
+    # The Deployment's replacement starts, registers and gets shards.
+    image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
+    await wait_ready(release, "worker", MIN_WORKERS, image)
+    replacement = {p["metadata"]["name"] for p in await release.pods("worker")} - survivors
+    assert len(replacement) == 1 and victim not in replacement, replacement
+
+    async def replacement_owns() -> bool:
+        owners, _ = await release.owners()
+        return any(o.startswith(next(iter(replacement))) for o in owners.values())
+
+    await eventually(replacement_owns, 30, "the replacement worker owns shards")
+
+
+async def test_a_killed_operator_pod_is_replaced_and_carries_on(release: Release) -> None:
+    [operator] = await release.pods("operator")
+    name = operator["metadata"]["name"]
+    code, _, err = await release.kubectl(
+        "-n", release.namespace, "delete", "pod", name, "--grace-period=0", "--force"
+    )
+    assert code == 0, err
+    image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
+    took = await wait_ready(release, "operator", 1, image)
+    [fresh] = await release.pods("operator")
+    assert fresh["metadata"]["name"] != name
+    print(f"operator pod replaced and Ready in {took:.1f}s")
+    obj = await apply_heartbeat(release, "after-operator-restart", "/after-restart")
+    code, _, err = await release.kubectl(
+        "-n", release.team, "delete", "cws", "after-operator-restart", "--timeout=60s"
+    )
+    assert code == 0, err
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+
+
+# --- 5. autoscaling with real pods ---------------------------------------------------------
+
+
+async def test_workers_scale_up_with_load_and_back_down_losing_nothing(release: Release) -> None:
+    deployment = f"{release.fullname}-worker"
+
+    async def replicas(want: int) -> bool:
+        return bool((await release.get("deploy", deployment))["spec"]["replicas"] == want)
+
+    assert await replicas(MIN_WORKERS)
+    # ~45 firings/s for 25 s: ceil(45 / 15) = 3 workers.
+    t0 = now_ms()
+    rate, seconds = 45, 25
+    end = t0 + 3_000 + seconds * 1_000
+    workload = Workload(seed=22, target=release.sink.url, prefix="scale", mix=(1.0, 0.0, 0.0))
+    planned = workload.generate(rate * seconds, t0 + 3_000, end)
+    async with release.client() as client:
+        await workload.create(client, planned)
+    took = await eventually(lambda: replicas(MAX_WORKERS), 60, f"scaled to {MAX_WORKERS}")
+    print(f"scaled up to {MAX_WORKERS} after {took:.1f}s")
+    image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
+    took = await wait_ready(release, "worker", MAX_WORKERS, image)
+    workers = {p["metadata"]["name"] for p in await release.pods("worker")}
+
+    async def all_own() -> bool:
+        owners, _ = await release.owners()
+        return {o.rsplit("-", 2)[0] for o in owners.values()} == workers
+
+    await eventually(all_own, 30, "the new worker pod owns shards")
+    start = now_ms()
+    report = await settle(release, workload, release.sink, end, [Window("scale", t0, end)])
+    assert_no_loss("scale up", report, duplicates_allowed=False)
+    took = await eventually(lambda: replicas(MIN_WORKERS), 90, f"back to {MIN_WORKERS}")
+    print(f"scaled back down {took:.1f}s after the load ({(now_ms() - start) / 1000:.1f}s)")
+    await wait_ready(release, "worker", MIN_WORKERS, image)
+
+    # A drained worker leaves without losing a firing: load during the scale-down.
+    t1 = now_ms()
+    tail = Workload(seed=23, target=release.sink.url, prefix="drain")
+    planned = tail.generate(60, t1 + 2_000, t1 + 12_000)
+    async with release.client() as client:
+        await tail.create(client, planned)
+    report = await settle(release, tail, release.sink, t1 + 12_000)
+    assert_no_loss("after the scale-down", report, duplicates_allowed=False)
+
+
+# --- 6. helm upgrade to a new image --------------------------------------------------------
+
+
+async def test_helm_upgrade_rolls_every_pod_to_a_new_image_losing_nothing(
+    release: Release, node: Node
+) -> None:
+    new_image = images.build_clockwork(UPGRADE_TAG, default_cache_dir(), version=UPGRADE_VERSION)
+    node.load_image(new_image)
+    t0 = now_ms()
+    end = t0 + 45_000
+    workload = Workload(seed=24, target=release.sink.url, prefix="upgrade")
+    planned = workload.generate(200, t0 + 3_000, end)
+    async with release.client() as client:
+        await workload.create(client, planned)
+    await asyncio.sleep(3)
+    start = now_ms()
+    values = chart_values(release, require_server("CLOCKWORK_POD_HOST"), UPGRADE_TAG)
+    code, out, err = await release.helm(
+        "upgrade", release.name, str(CHART), "--namespace", release.namespace,
+        "--wait", "--timeout", "5m", *values,
+    )  # fmt: skip
+    if code != 0:
+        raise AssertionError(f"helm upgrade failed:\n{out}\n{err}\n{await release.diagnose()}")
+    for component, count in (("api", 2), ("worker", MIN_WORKERS), ("operator", 1)):
+        await wait_ready(release, component, count, new_image)
+    rolled = now_ms()
+    print(f"helm upgrade: every pod on {new_image} after {(rolled - start) / 1000:.1f}s")
+    code, out, err = await release.kubectl(
+        "-n", release.namespace, "exec", f"deploy/{release.fullname}-api", "--",
+        "clockwork", "--version",
+    )  # fmt: skip
+    assert code == 0 and out.strip().endswith(UPGRADE_VERSION), (out, err)
+    window = Window("helm upgrade (rolling)", start, rolled)
+    report = await settle(release, workload, release.sink, end, [window])
+    assert_no_loss("helm upgrade", report, duplicates_allowed=True)
+
+
+# --- 7. helm uninstall -----------------------------------------------------------------------
+
+
+async def test_helm_uninstall_removes_the_release_and_keeps_crd_and_data(release: Release) -> None:
+    code, _, err = await release.helm(
+        "uninstall", release.name, "--namespace", release.namespace, "--wait"
+    )
+    assert code == 0, err
+    for kind in ("deploy", "service", "pdb", "secret", "serviceaccount", "role", "rolebinding"):
+        items = await release.get(kind, "-l", f"app.kubernetes.io/instance={release.name}")
+        assert items["items"] == [], (kind, [i["metadata"]["name"] for i in items["items"]])
+
+    async def pods_gone() -> bool:
+        return not (await release.get("pods"))["items"]
+
+    await eventually(pods_gone, 60, "every pod of the release gone")
+    code, _, err = await release.kubectl("get", "crd", "clockworkschedules.clockwork.io")
+    assert code == 0, f"the CRD must survive uninstall: {err}"
+    cluster, session = await connecting.connect([release.cassandra], timeout_s=30.0)
+    try:
+        assert await load_layout(session, release.keyspace) is not None, "data must survive"
+    finally:
+        await connecting.shutdown(cluster)
+
+
+def assert_no_loss(name: str, report: Report, *, duplicates_allowed: bool) -> None:
+    print(f"{name}: {report.summary()}")
+    for line in report.table().splitlines():
+        print(f"  {line}")
+    assert not report.lost, f"{name}: lost {report.lost[:20]}"
+    assert not report.unexpected, f"{name}: unexpected {report.unexpected[:20]}"
+    if not duplicates_allowed:
+        assert not report.duplicated, f"{name}: duplicated {report.duplicated}"
