@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -67,6 +68,7 @@ class Release:
     cassandra: str
     etcd: str
     sink: RecordingSink
+    """For single callbacks; each workload gets a sink of its own (`own_sink`)."""
     node_name: str
     values: list[str] = field(default_factory=list)
     api_address: str = ""
@@ -120,6 +122,16 @@ class Release:
             _, text, err = await self.kubectl("-n", self.namespace, "logs", name, "--tail=30")
             out.append(f"--- logs {name}\n{text}{err}")
         return "\n".join(out)[-12000:]
+
+
+@contextlib.asynccontextmanager
+async def own_sink(release: Release) -> AsyncIterator[RecordingSink]:
+    """A sink for one workload, so the checker sees only that workload's deliveries."""
+    sink = await RecordingSink(host=release.sink.host).start()
+    try:
+        yield sink
+    finally:
+        await sink.stop()
 
 
 async def eventually(
@@ -410,8 +422,13 @@ async def test_a_clockwork_schedule_is_reconciled_by_the_operator_pod(release: R
 
 
 async def test_a_deleted_worker_pod_is_taken_over_and_replaced(release: Release) -> None:
+    async with own_sink(release) as sink:
+        await _delete_a_worker_pod(release, sink)
+
+
+async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
     t0 = now_ms()
-    workload = Workload(seed=21, target=release.sink.url, prefix="podkill")
+    workload = Workload(seed=21, target=sink.url, prefix="podkill")
     planned = workload.generate(150, t0 + 3_000, t0 + 20_000)
     async with release.client() as client:
         await workload.create(client, planned)
@@ -426,13 +443,15 @@ async def test_a_deleted_worker_pod_is_taken_over_and_replaced(release: Release)
 
     async def taken_over() -> bool:
         owners, _ = await release.owners()
-        return len(owners) == release.shards and not any(o.startswith(victim) for o in owners.values())
+        return len(owners) == release.shards and not any(
+            o.startswith(victim) for o in owners.values()
+        )
 
     took = await eventually(taken_over, LEASE_TTL + 10, "the victim's shards taken over", 0.1)
     release.windows.append(Window("kubectl delete pod (worker)", start, now_ms()))
     print(f"worker pod deleted: its shards owned by others after {took:.2f}s")
     assert took <= LEASE_TTL + 2, took
-    report = await settle(release, workload, release.sink, t0 + 20_000, release.windows[-1:])
+    report = await settle(release, workload, sink, t0 + 20_000, release.windows[-1:])
     assert_no_loss("kubectl delete pod (worker)", report, duplicates_allowed=True)
 
     # The Deployment's replacement starts, registers and gets shards.
@@ -472,24 +491,33 @@ async def test_a_killed_operator_pod_is_replaced_and_carries_on(release: Release
 
 
 async def test_workers_scale_up_with_load_and_back_down_losing_nothing(release: Release) -> None:
+    async with own_sink(release) as load_sink, own_sink(release) as tail_sink:
+        await _scale_up_and_down(release, load_sink, tail_sink)
+
+
+async def _scale_up_and_down(
+    release: Release, load_sink: RecordingSink, tail_sink: RecordingSink
+) -> None:
     deployment = f"{release.fullname}-worker"
 
     async def replicas(want: int) -> bool:
         return bool((await release.get("deploy", deployment))["spec"]["replicas"] == want)
 
     assert await replicas(MIN_WORKERS)
-    # ~45 firings/s for 25 s: ceil(45 / 15) = 3 workers.
+    # ~45 firings/s for 25 s: ceil(45 / 15) = 3 workers; and a light tail of firings
+    # due until 25 s after the load, while the third worker is drained away.
     t0 = now_ms()
     rate, seconds = 45, 25
     end = t0 + 3_000 + seconds * 1_000
-    workload = Workload(seed=22, target=release.sink.url, prefix="scale", mix=(1.0, 0.0, 0.0))
-    planned = workload.generate(rate * seconds, t0 + 3_000, end)
+    load = Workload(seed=22, target=load_sink.url, prefix="scale", mix=(1.0, 0.0, 0.0))
+    tail = Workload(seed=23, target=tail_sink.url, prefix="drain")
     async with release.client() as client:
-        await workload.create(client, planned)
+        await load.create(client, load.generate(rate * seconds, t0 + 3_000, end))
+        await tail.create(client, tail.generate(60, t0 + 3_000, end + 25_000))
     took = await eventually(lambda: replicas(MAX_WORKERS), 60, f"scaled to {MAX_WORKERS}")
     print(f"scaled up to {MAX_WORKERS} after {took:.1f}s")
     image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
-    took = await wait_ready(release, "worker", MAX_WORKERS, image)
+    await wait_ready(release, "worker", MAX_WORKERS, image)
     workers = {p["metadata"]["name"] for p in await release.pods("worker")}
 
     async def all_own() -> bool:
@@ -497,21 +525,17 @@ async def test_workers_scale_up_with_load_and_back_down_losing_nothing(release: 
         return {o.rsplit("-", 2)[0] for o in owners.values()} == workers
 
     await eventually(all_own, 30, "the new worker pod owns shards")
-    start = now_ms()
-    report = await settle(release, workload, release.sink, end, [Window("scale", t0, end)])
-    assert_no_loss("scale up", report, duplicates_allowed=False)
-    took = await eventually(lambda: replicas(MIN_WORKERS), 90, f"back to {MIN_WORKERS}")
-    print(f"scaled back down {took:.1f}s after the load ({(now_ms() - start) / 1000:.1f}s)")
-    await wait_ready(release, "worker", MIN_WORKERS, image)
 
-    # A drained worker leaves without losing a firing: load during the scale-down.
-    t1 = now_ms()
-    tail = Workload(seed=23, target=release.sink.url, prefix="drain")
-    planned = tail.generate(60, t1 + 2_000, t1 + 12_000)
-    async with release.client() as client:
-        await tail.create(client, planned)
-    report = await settle(release, tail, release.sink, t1 + 12_000)
-    assert_no_loss("after the scale-down", report, duplicates_allowed=False)
+    await eventually(lambda: replicas(MIN_WORKERS), 120, f"back to {MIN_WORKERS}", 0.2)
+    down = now_ms()
+    print(f"scaled back down {(down - end) / 1000:.1f}s after the load")
+    await wait_ready(release, "worker", MIN_WORKERS, image)
+    window = Window("scale down (drain)", down, now_ms())
+    report = await settle(release, load, load_sink, end, [Window("scaled up", t0, end)])
+    assert_no_loss("scale up", report, duplicates_allowed=False)
+    report = await settle(release, tail, tail_sink, end + 25_000, [window])
+    assert_no_loss("scale down", report, duplicates_allowed=False)
+    assert report.windows[0].due > 0, "no firing was due while the worker drained"
 
 
 # --- 6. helm upgrade to a new image --------------------------------------------------------
@@ -522,15 +546,20 @@ async def test_helm_upgrade_rolls_every_pod_to_a_new_image_losing_nothing(
 ) -> None:
     new_image = images.build_clockwork(UPGRADE_TAG, default_cache_dir(), version=UPGRADE_VERSION)
     node.load_image(new_image)
+    async with own_sink(release) as sink:
+        await _upgrade(release, sink, new_image)
+
+
+async def _upgrade(release: Release, sink: RecordingSink, new_image: str) -> None:
     t0 = now_ms()
     end = t0 + 45_000
-    workload = Workload(seed=24, target=release.sink.url, prefix="upgrade")
+    workload = Workload(seed=24, target=sink.url, prefix="upgrade")
     planned = workload.generate(200, t0 + 3_000, end)
     async with release.client() as client:
         await workload.create(client, planned)
     await asyncio.sleep(3)
     start = now_ms()
-    values = chart_values(release, require_server("CLOCKWORK_POD_HOST"), UPGRADE_TAG)
+    values = chart_values(release, release.sink.host, UPGRADE_TAG)
     code, out, err = await release.helm(
         "upgrade", release.name, str(CHART), "--namespace", release.namespace,
         "--wait", "--timeout", "5m", *values,
@@ -547,7 +576,7 @@ async def test_helm_upgrade_rolls_every_pod_to_a_new_image_losing_nothing(
     )  # fmt: skip
     assert code == 0 and out.strip().endswith(UPGRADE_VERSION), (out, err)
     window = Window("helm upgrade (rolling)", start, rolled)
-    report = await settle(release, workload, release.sink, end, [window])
+    report = await settle(release, workload, sink, end, [window])
     assert_no_loss("helm upgrade", report, duplicates_allowed=True)
 
 
