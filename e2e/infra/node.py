@@ -167,7 +167,7 @@ class Node(Server):
         sock = str(self.containerd_socket)
         pause = images.pause_archive(self.cache_dir)
         commands = {
-            "containerd": ["containerd", f"--config={containerd_conf}"],
+            "containerd": [_containerd(), f"--config={containerd_conf}"],
             "kubelet": [
                 str(b / "kubelet"),
                 f"--config={kubelet_conf}",
@@ -237,8 +237,8 @@ class Node(Server):
         }
 
     def _stop_locked(self, timeout: float) -> None:
-        """Kill the node's containers (outside the supervisor's group), stop the
-        components, then undo mounts, sandboxes' namespaces and kube-proxy's rules."""
+        """Kill the node's containers (they live outside the supervisor's group), stop
+        the components, then undo mounts, sandboxes' namespaces and kube-proxy's rules."""
         self._kill_containers()
         super()._stop_locked(timeout)
         self._cleanup()
@@ -373,24 +373,24 @@ state = "{self.dir / "run" / "containerd-state"}"
     # --- stopping ---------------------------------------------------------------------
 
     def _kill_containers(self) -> None:
-        """SIGKILL every task in the node's containerd (containers outlive their shims'
-        parent); then the shims themselves."""
+        """SIGKILL every task in the node's containerd, while it still answers."""
         if self.containerd_socket.exists():
             ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]
             listed = subprocess.run([*ctr, "ls", "-q"], capture_output=True, text=True, timeout=30)
             for task in listed.stdout.split():
                 subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True)
-        for pid in _pids_with(str(self.containerd_socket)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            wait_for_exit(pid, 5.0)
 
     def _cleanup(self) -> None:
-        """Unmount what lives under the node's directory, delete the sandboxes' network
-        namespaces and kube-proxy's rules; leftovers of a crash are handled too."""
-        for pid in component_pids(self.dir, {str(self.bin_dir / n) for n in _BINARIES}):
+        """Kill what is left of the node (components whose supervisor died, containerd's
+        shims), unmount what lives under the node's directory, delete the sandboxes'
+        network namespaces and kube-proxy's rules; leftovers of a crash included."""
+        binaries = {str(self.bin_dir / name) for name in _BINARIES} | {_containerd()}
+        strays = component_pids(self.dir, binaries) + _shims(self.containerd_socket)
+        for pid in strays:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            wait_for_exit(pid, 5.0)
         prefix = f"{self.dir}/"
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
         for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
@@ -438,15 +438,19 @@ state = "{self.dir / "run" / "containerd-state"}"
         log.info("built the node's binaries in %.1fs into %s", took, self.bin_dir)
 
 
-def _pids_with(word: str) -> list[int]:
-    """Processes with ``word`` in their command line (the node's containerd shims)."""
+def _containerd() -> str:
+    return shutil.which("containerd") or "/usr/bin/containerd"
+
+
+def _shims(socket_path: Path) -> list[int]:
+    """The containerd shims serving the node's containerd (by their ``-address``)."""
     pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            argv = cmdline.read_bytes().split(b"\0")
+            argv = cmdline.read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if any(word.encode() in arg for arg in argv) and int(cmdline.parent.name) != os.getpid():
+        if argv[0].endswith("containerd-shim-runc-v2") and str(socket_path) in argv:
             pids.append(int(cmdline.parent.name))
     return pids
 
