@@ -32,7 +32,7 @@ lint: $(PY)
 typecheck: $(PY)
 	$(VENV)/bin/mypy
 
-## Start real Cassandra, etcd, Kafka and a Kubernetes control plane on loopback; prints CLOCKWORK_* lines.
+## Start real Cassandra, etcd, Kafka, a Kubernetes control plane and a real node; prints CLOCKWORK_* lines.
 infra-up: $(PY)
 	@$(PY) -m e2e.infra up
 

@@ -7,7 +7,9 @@
 
 Binaries are cached in ``$CLOCKWORK_INFRA_CACHE`` (default
 ``~/.cache/clockwork-infra``); running servers live in ``$CLOCKWORK_INFRA_STATE``
-(default ``<repo>/.infra``).  Everything binds to 127.0.0.1 on free ports.
+(default ``<repo>/.infra``).  Everything listens on free ports of 127.0.0.1; the
+client ports of Cassandra, etcd and the apiserver also on the real node's pod gateway
+(``podnet.GATEWAY``), where that node's pods reach them.
 """
 
 from .server import InfraError, Running, Server, Status

@@ -1,9 +1,12 @@
-"""A real Kubernetes control plane on 127.0.0.1, built from source via the Go module proxy.
+"""A real Kubernetes control plane, built from source via the Go module proxy.
 
 What controller-runtime's envtest runs, plus what turns Deployments into Pods:
 its own etcd member, kube-apiserver, kube-controller-manager, kube-scheduler and
 kwok (fake nodes whose pods it marks Running and Ready). kubectl and helm are
-built beside them. Nothing here needs a container runtime.
+built beside them. Nothing here needs a container runtime; the real node that runs
+containers is ``node.py``, for which the apiserver listens on every local address
+and advertises the pod network's gateway (so the ``kubernetes`` Service has an
+endpoint pods reach), and reaches kubelets at their InternalIP.
 
 Building (once; cached under ``<cache>/kubernetes-<version>/``, marker
 ``built.json``): ``go install k8s.io/kubernetes/cmd/...`` does not work because

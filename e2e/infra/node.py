@@ -265,6 +265,16 @@ class Node(Server):
         if done.returncode != 0:
             raise InfraError(f"node: importing {image} failed: {done.stderr.strip()}")
 
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's process, as a crash would (the kubelet restarts it)."""
+        done = subprocess.run(
+            ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks", "kill",
+             "-s", "SIGKILL", container_id],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise InfraError(f"node: killing container {container_id}: {done.stderr.strip()}")
+
     # --- configuration ----------------------------------------------------------------
 
     def _containerd_toml(self) -> str:

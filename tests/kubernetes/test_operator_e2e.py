@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from tests.conftest import require_server
 from tests.kubernetes.conftest import CHART, KubeTools
+from tests.kubernetes.support import eventually, manifest
 from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
 from tests.support.sink import RecordingSink
 
@@ -64,28 +65,6 @@ class Stack:
     async def replicas(self) -> int:
         dep = await self.kube.kubectl_json("-n", self.namespace, "get", "deploy", self.workers)
         return int(dep["spec"]["replicas"])
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
-) -> float:
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        await asyncio.sleep(interval_s)
-    return time.monotonic() - started
-
-
-def manifest(name: str, namespace: str, spec: dict[str, Any]) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "clockwork.io/v1alpha1",
-            "kind": "ClockworkSchedule",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        }
-    )
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

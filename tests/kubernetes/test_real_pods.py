@@ -22,7 +22,7 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from e2e.sink import RecordingSink
 from e2e.workload import Workload
 from tests.conftest import require_server
 from tests.kubernetes.conftest import CHART, KubeTools
+from tests.kubernetes.support import eventually, manifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.asyncio(loop_scope="module")]
 
@@ -76,7 +77,6 @@ class Release:
     """As the migration hook laid them out (its default count)."""
     tenant_token: str = ""
     signing_secret: str = ""
-    windows: list[Window] = field(default_factory=list)
 
     @property
     def fullname(self) -> str:
@@ -132,17 +132,6 @@ async def own_sink(release: Release) -> AsyncIterator[RecordingSink]:
         yield sink
     finally:
         await sink.stop()
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout_s: float, what: str, interval_s: float = 0.5
-) -> float:
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        await asyncio.sleep(interval_s)
-    return time.monotonic() - started
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -338,17 +327,6 @@ async def test_a_schedule_created_through_the_service_calls_back_signed(release:
     assert expected in got.headers["webhook-signature"].split(), got.headers
 
 
-def manifest(name: str, namespace: str, spec: dict[str, Any]) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "clockwork.io/v1alpha1",
-            "kind": "ClockworkSchedule",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        }
-    )
-
-
 async def apply_heartbeat(release: Release, name: str, path: str) -> dict[str, Any]:
     """Apply a 1 s ClockworkSchedule; wait for callbacks and a synced status."""
     spec = {
@@ -426,13 +404,19 @@ async def test_a_deleted_worker_pod_is_taken_over_and_replaced(release: Release)
         await _delete_a_worker_pod(release, sink)
 
 
-async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
+async def due_workload(release: Release, sink: RecordingSink, seed: int) -> tuple[Workload, int]:
+    """150 schedules with firings due over the next 20 s, 4 s under way; and its end."""
     t0 = now_ms()
-    workload = Workload(seed=21, target=sink.url, prefix="podkill")
+    workload = Workload(seed=seed, target=sink.url, prefix=f"fault{seed}")
     planned = workload.generate(150, t0 + 3_000, t0 + 20_000)
     async with release.client() as client:
         await workload.create(client, planned)
     await asyncio.sleep(4)
+    return workload, t0 + 20_000
+
+
+async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
+    workload, end = await due_workload(release, sink, seed=21)
     victim = (await release.pods("worker"))[0]["metadata"]["name"]
     survivors = {p["metadata"]["name"] for p in await release.pods("worker")} - {victim}
     start = now_ms()
@@ -448,10 +432,10 @@ async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
         )
 
     took = await eventually(taken_over, LEASE_TTL + 10, "the victim's shards taken over", 0.1)
-    release.windows.append(Window("kubectl delete pod (worker)", start, now_ms()))
+    window = Window("kubectl delete pod (worker)", start, now_ms())
     print(f"worker pod deleted: its shards owned by others after {took:.2f}s")
     assert took <= LEASE_TTL + 2, took
-    report = await settle(release, workload, sink, t0 + 20_000, release.windows[-1:])
+    report = await settle(release, workload, sink, end, [window])
     assert_no_loss("kubectl delete pod (worker)", report, duplicates_allowed=True)
 
     # The Deployment's replacement starts, registers and gets shards.
@@ -465,6 +449,50 @@ async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
         return any(o.startswith(next(iter(replacement))) for o in owners.values())
 
     await eventually(replacement_owns, 30, "the replacement worker owns shards")
+
+
+async def test_a_crashed_worker_container_is_taken_over_within_the_lease_ttl(
+    release: Release,
+) -> None:
+    """SIGKILL of the worker process in its container (no shard handed back): the
+    other worker takes its shards once the lease expires; the kubelet restarts it."""
+    async with own_sink(release) as sink:
+        await _crash_a_worker(release, sink)
+
+
+async def _crash_a_worker(release: Release, sink: RecordingSink) -> None:
+    workload, end = await due_workload(release, sink, seed=25)
+    pod = (await release.pods("worker"))[0]
+    name = pod["metadata"]["name"]
+    [status] = pod["status"]["containerStatuses"]
+    owners, _ = await release.owners()
+    [victim] = {o for o in owners.values() if o.startswith(name)}
+    start = now_ms()
+    release.node.kill_container(status["containerID"].removeprefix("containerd://"))
+
+    async def taken_over() -> bool:
+        owners, _ = await release.owners()
+        return len(owners) == release.shards and victim not in owners.values()
+
+    took = await eventually(taken_over, LEASE_TTL + 10, "the crashed worker's shards", 0.1)
+    window = Window("kill -9 worker container", start, now_ms())
+    print(f"worker container killed: its shards owned by others after {took:.2f}s")
+    assert took <= LEASE_TTL + 2, took
+    report = await settle(release, workload, sink, end, [window])
+    assert_no_loss("kill -9 worker container", report, duplicates_allowed=True)
+
+    async def restarted() -> bool:
+        [fresh] = [p for p in await release.pods("worker") if p["metadata"]["name"] == name]
+        [state] = fresh["status"]["containerStatuses"]
+        return bool(state["restartCount"] >= 1 and _ready(fresh))
+
+    await eventually(restarted, 60, "the kubelet restarted the worker container")
+
+    async def rejoined() -> bool:
+        owners, _ = await release.owners()
+        return any(o.startswith(name) and o != victim for o in owners.values())
+
+    await eventually(rejoined, 30, "the restarted worker owns shards again")
 
 
 async def test_a_killed_operator_pod_is_replaced_and_carries_on(release: Release) -> None:
