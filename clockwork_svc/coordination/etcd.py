@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -325,15 +325,15 @@ class EtcdCoordinator:
         plan = assignment.plan(
             self.worker_id, workers, owners, self._shard_count, self._settings.max_acquire_per_round
         )
-        for shard in plan.release:
-            await self._release(client, shard, mine[shard])
-        for shard in plan.acquire:
-            if not self.may_dispatch():
-                break
-            await self._acquire(client, lease, shard)
+        # Concurrently: a hand-over of many shards (a worker joining or leaving) costs
+        # one round trip, not one per shard, so their firings wait for no queue.
+        await _all(self._release(client, shard, mine[shard]) for shard in plan.release)
+        await _all(self._acquire(client, lease, shard) for shard in plan.acquire)
         return bool(plan.acquire or plan.release)
 
     async def _acquire(self, client: aetcd.Client, lease: Any, shard: int) -> None:
+        if not self.may_dispatch():
+            return
         key = f"{self._settings.prefix}shards/{shard}".encode()
         ok, responses = await client.transaction(
             compare=[client.transactions.create(key) == 0],
@@ -364,9 +364,18 @@ class EtcdCoordinator:
 
     async def _release_everything(self, client: aetcd.Client) -> None:
         view = await read_view(client, self._settings.prefix)
-        for shard, (owner, epoch) in view.owners.items():
-            if owner == self.worker_id:
-                await self._release(client, shard, epoch)
+        await _all(
+            self._release(client, shard, epoch)
+            for shard, (owner, epoch) in view.owners.items()
+            if owner == self.worker_id
+        )
+
+
+async def _all(steps: Iterable[Awaitable[None]]) -> None:
+    """Run ``steps`` concurrently; once every one has ended, raise the first error."""
+    for outcome in await asyncio.gather(*steps, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def cluster_status(endpoint: str, cluster: str) -> ClusterView:
