@@ -206,7 +206,7 @@ class Kube(Server):
         tokens = self.conf_dir / "tokens.csv"
         tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
         server = f"https://{self.host}:{ports['apiserver']}"
-        self.kubeconfig.write_text(_kubeconfig(server, ADMIN_TOKEN))
+        self.kubeconfig.write_text(admin_kubeconfig(server, ADMIN_TOKEN))
         self.kubeconfig.chmod(0o600)
         kwok_stages = self.conf_dir / "kwok-stages.yaml"
         kwok_stages.write_text(KWOK_STAGES)
@@ -291,7 +291,7 @@ class Kube(Server):
                 supervisor(commands, logs, {"controller-manager": _serving(ports, pki)}),
             ),
             cwd=self.dir,
-            env=_clean_env(),
+            env=clean_env(),
         )
 
     def probe(self, port: int, timeout: float) -> str:
@@ -505,12 +505,12 @@ def component_pids(state: Path, binaries: set[str]) -> list[int]:
     return pids
 
 
-def _clean_env() -> dict[str, str]:
+def clean_env() -> dict[str, str]:
     """Without ETCD_* (read as etcd flags) and KUBECONFIG (ours is explicit)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("ETCD_") and k != "KUBECONFIG"}
 
 
-def _kubeconfig(server: str, token: str) -> str:
+def admin_kubeconfig(server: str, token: str) -> str:
     config = {
         "apiVersion": "v1",
         "kind": "Config",

@@ -50,9 +50,9 @@ from .kube import (
     KUBE_VERSION,
     AdminApi,
     Kube,
-    _clean_env,
-    _kubeconfig,
+    admin_kubeconfig,
     build_components,
+    clean_env,
     component_pids,
     supervisor,
 )
@@ -151,7 +151,7 @@ class Node(Server):
         for directory in (logs, self.containerd_socket.parent, self.data_dir / "kubelet"):
             directory.mkdir(parents=True, exist_ok=True)
         apiserver = f"https://127.0.0.1:{kube.ports['apiserver']}"
-        self.kubeconfig.write_text(_kubeconfig(apiserver, ADMIN_TOKEN))
+        self.kubeconfig.write_text(admin_kubeconfig(apiserver, ADMIN_TOKEN))
         self.kubeconfig.chmod(0o600)
         containerd_conf = self.conf_dir / "containerd.toml"
         containerd_conf.write_text(self._containerd_toml())
@@ -201,7 +201,7 @@ class Node(Server):
         return LaunchSpec(
             argv=("bash", "-c", supervisor(commands, logs, waits)),
             cwd=self.dir,
-            env={**_clean_env(), "PATH": f"{CNI_BIN_DIR}:{os.environ.get('PATH', '')}"},
+            env={**clean_env(), "PATH": f"{CNI_BIN_DIR}:{os.environ.get('PATH', '')}"},
         )
 
     def probe(self, port: int, timeout: float) -> str:
