@@ -135,6 +135,15 @@ def test_cost(tmp_path: Path) -> None:
     assert report["idle_worker"]["peak_rss_mb"] > 0
 
 
+def test_handover(tmp_path: Path) -> None:
+    report = run_bench("bench.handover", tmp_path, "--shards", "8", "--rounds", "1")
+    [figures] = report["rounds"]
+    assert set(figures) == {"leave_s", "join_s", "crash_s"}
+    assert all(seconds > 0 for seconds in figures.values()), figures
+    # A crash waits for the lease to expire; a leave hands the shards back at once.
+    assert figures["crash_s"] > figures["leave_s"], figures
+
+
 def test_peers(tmp_path: Path) -> None:
     if (
         importlib.util.find_spec("celery") is None
