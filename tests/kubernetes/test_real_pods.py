@@ -6,8 +6,8 @@ In order, on one installation: the image (non-root, its two entry points); `helm
 install` (the migration hook Job, then the api, two workers and the operator Ready
 through their own probes); a schedule created through the api Service whose signed
 callback reaches a sink on the host; a `ClockworkSchedule` applied with kubectl,
-suspended, resumed and deleted; a worker pod deleted while firings are due; the
-operator pod killed; the workers scaled up by load and back down; `helm upgrade` to a
+suspended, resumed and deleted; a worker pod deleted and a worker container killed
+while firings are due; the operator pod killed; the workers scaled up by load and back down; `helm upgrade` to a
 second build while firings are due; `helm uninstall`. The checker (`e2e/checker.py`)
 judges every fault: nothing acknowledged may be lost.
 """
