@@ -7,9 +7,9 @@ install` (the migration hook Job, then the api, two workers and the operator Rea
 through their own probes); a schedule created through the api Service whose signed
 callback reaches a sink on the host; a `ClockworkSchedule` applied with kubectl,
 suspended, resumed and deleted; a worker pod deleted and a worker container killed
-while firings are due; the operator pod killed; the workers scaled up by load and back down; `helm upgrade` to a
-second build while firings are due; `helm uninstall`. The checker (`e2e/checker.py`)
-judges every fault: nothing acknowledged may be lost.
+while firings are due; the operator pod killed; the workers scaled up by load and back
+down; `helm upgrade` to a second build while firings are due; `helm uninstall`. The
+checker (`e2e/checker.py`) judges every fault: nothing acknowledged may be lost.
 """
 
 from __future__ import annotations
@@ -409,15 +409,18 @@ async def test_a_deleted_worker_pod_is_taken_over_and_replaced(release: Release)
         await _delete_a_worker_pod(release, sink)
 
 
-async def due_workload(release: Release, sink: RecordingSink, seed: int) -> tuple[Workload, int]:
-    """150 schedules with firings due over the next 20 s, 4 s under way; and its end."""
+async def due_workload(
+    release: Release, sink: RecordingSink, seed: int, count: int = 150, span_ms: int = 20_000
+) -> tuple[Workload, int]:
+    """`count` schedules with firings due from 3 s on until `span_ms` from now, created
+    and under way (4 s later); returns the workload and the end of its firings."""
     t0 = now_ms()
     workload = Workload(seed=seed, target=sink.url, prefix=f"fault{seed}")
-    planned = workload.generate(150, t0 + 3_000, t0 + 20_000)
+    planned = workload.generate(count, t0 + 3_000, t0 + span_ms)
     async with release.client() as client:
         await workload.create(client, planned)
     await asyncio.sleep(4)
-    return workload, t0 + 20_000
+    return workload, t0 + span_ms
 
 
 async def _delete_a_worker_pod(release: Release, sink: RecordingSink) -> None:
@@ -590,13 +593,7 @@ async def test_helm_upgrade_rolls_every_pod_to_a_new_image_losing_nothing(
 
 
 async def _upgrade(release: Release, sink: RecordingSink, new_image: str) -> None:
-    t0 = now_ms()
-    end = t0 + 45_000
-    workload = Workload(seed=24, target=sink.url, prefix="upgrade")
-    planned = workload.generate(200, t0 + 3_000, end)
-    async with release.client() as client:
-        await workload.create(client, planned)
-    await asyncio.sleep(3)
+    workload, end = await due_workload(release, sink, seed=24, count=200, span_ms=45_000)
     start = now_ms()
     values = chart_values(release, release.sink.host, UPGRADE_TAG)
     code, out, err = await release.helm(
