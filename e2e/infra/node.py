@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -66,15 +67,6 @@ NODE_LABEL = ("clockwork.io/node", "real")
 COREDNS_VERSION = "1.15.0"
 CLUSTER_DOMAIN = "cluster.local"
 MARKER = "built.json"
-DEBIAN_PACKAGES = (
-    "containerd",
-    "runc",
-    "containernetworking-plugins",
-    "iptables",
-    "conntrack",
-    *images.DEBIAN_PACKAGES,
-    "podman",
-)
 CNI_BIN_DIR = Path("/usr/lib/cni")
 _BINARIES = ("kubelet", "kube-proxy", "coredns")
 _TOOLS = {"containerd": "containerd", "ctr": "containerd", "runc": "runc", "iptables": "iptables",
@@ -196,7 +188,8 @@ class Node(Server):
         }
         waits = {
             # containerd answers and holds the sandbox image before the kubelet asks.
-            "kubelet": f"ctr --address {sock} -n k8s.io images import {pause} >/dev/null 2>&1",
+            "kubelet": f"ctr --address {shlex.quote(sock)} -n k8s.io images import "
+            f"{shlex.quote(str(pause))} >/dev/null 2>&1",
         }
         return LaunchSpec(
             argv=("bash", "-c", supervisor(commands, logs, waits)),
