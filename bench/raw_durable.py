@@ -36,7 +36,6 @@ from clockwork_svc import app
 from clockwork_svc.abc import Store, SystemClock
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
-    ClusterLayout,
     DeliveryResult,
     Firing,
     Outcome,
@@ -88,7 +87,6 @@ class _Driver:
     def __init__(
         self,
         store: Store,
-        layout: ClusterLayout,
         http: loadgen.Session,
         url: str,
         payload: bytes,
@@ -96,7 +94,6 @@ class _Driver:
         concurrency: int,
     ) -> None:
         self._store = store
-        self._layout = layout
         self._http = http
         self._url = url
         self._payload = payload
@@ -136,9 +133,7 @@ class _Driver:
             finished = now_ms()
             if schedule is not None:
                 # The worker's own record of a delivery answered 200.
-                settled = planning.settle(
-                    schedule, f, self._layout, _ANSWERED_200, started, finished, 0.0
-                )
+                settled = planning.settle(schedule, f, _ANSWERED_200, started, finished, 0.0)
                 progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
                 await asyncio.gather(
                     self._store.record_execution(settled.execution),
@@ -181,9 +176,8 @@ async def limit(
         start_ms = min(f.fire_at_ms for f in due) - 1
         end_ms = now_ms() + 1
         async with loadgen.session(concurrency) as http:
-            layout = await store.layout()
             full = level_name == "clockwork-store"
-            driver = _Driver(store, layout, http, url, payload, full, concurrency)
+            driver = _Driver(store, http, url, payload, full, concurrency)
             monitor = ResourceMonitor({"driver": os.getpid(), **pids}).start()
             started = time.perf_counter()
             await driver.run(range(first_shard, first_shard + shard_count), start_ms, end_ms)

@@ -139,7 +139,7 @@ async def start_node(
             )
             node.api = await start_server(
                 scheduling,
-                DeadLetters(store, clock, layout, on_new),
+                DeadLetters(store, clock, on_new),
                 TenantAdmin(store, clock),
                 TokenDirectory(store, clock, settings.api.token_cache_s),
                 metrics,

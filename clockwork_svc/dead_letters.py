@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
-from clockwork_svc.domain.model import ClusterLayout, DeadLetter, Firing, Schedule, ScheduleState
+from clockwork_svc.domain.model import DeadLetter, Firing, Schedule, ScheduleState
 from clockwork_svc.errors import InvalidArgument
 
 DEFAULT_LOOKBACK_MS = 7 * 86_400_000
@@ -34,12 +34,10 @@ class DeadLetters:
         self,
         store: Store,
         clock: Clock,
-        layout: ClusterLayout,
         on_new_firing: Callable[[Firing], None] = lambda firing: None,
     ) -> None:
         self._store = store
         self._clock = clock
-        self._layout = layout
         self._on_new_firing = on_new_firing
 
     def range(self, since_ms: int | None, until_ms: int | None, key: str = "") -> Range:
@@ -107,7 +105,7 @@ class DeadLetters:
         ):
             return False
         now = self._clock.now_ms()
-        firing = planning.redrive_firing(schedule, letter, self._layout, now)
+        firing = planning.redrive_firing(schedule, letter, now)
         await self._store.put_firings([firing])
         await self._store.mark_redriven(letter, now)
         self._on_new_firing(firing)

@@ -4,7 +4,7 @@ The gRPC servicer is a thin mapping onto this class. Write order and idempotency
 a schedule row is written (or compare-and-set) first, then its first firing. If the
 second write fails, the call fails and repeating it re-arms the schedule: the first
 firing of a version is a deterministic function of the stored schedule
-(`planning.arm(schedule, layout, schedule.updated_ms)`), so a retry writes the same
+(`planning.arm(schedule, schedule.updated_ms)`), so a retry writes the same
 row instead of a new one.
 """
 
@@ -202,7 +202,7 @@ class Scheduling:
         )
         firing = None
         if arm:
-            changed, firing = planning.arm(changed, self._layout, now)
+            changed, firing = planning.arm(changed, now)
         if not await self._store.replace_schedule(changed, current.version):
             return None
         if firing is not None:
@@ -220,7 +220,7 @@ class Scheduling:
             return
         if schedule.last_fire_ms is not None and schedule.last_fire_ms >= schedule.updated_ms:
             return  # it has fired since its last change, so its first firing was written
-        _, firing = planning.arm(schedule, self._layout, schedule.updated_ms)
+        _, firing = planning.arm(schedule, schedule.updated_ms)
         if firing is None:
             return
         if await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id):

@@ -54,7 +54,6 @@ def routing_key(key: str, spec: ScheduleSpec) -> str:
 
 def make_firing(
     schedule: Schedule,
-    layout: ClusterLayout,
     seq: int,
     occurrence_ms: int,
     attempt: int,
@@ -80,9 +79,7 @@ def make_firing(
     )
 
 
-def occurrence_firing(
-    schedule: Schedule, layout: ClusterLayout, seq: int, occurrence_ms: int, now_ms: int
-) -> Firing:
+def occurrence_firing(schedule: Schedule, seq: int, occurrence_ms: int, now_ms: int) -> Firing:
     """The first attempt of an occurrence; never due before `now_ms`.
 
     Clamping to now matters: a shard's cursor may already have moved past an
@@ -90,7 +87,7 @@ def occurrence_firing(
     """
     delivery = identity.delivery_id(schedule.id, occurrence_ms)
     due = occurrence_ms + identity.jitter_offset_ms(delivery, schedule.spec.jitter_ms)
-    return make_firing(schedule, layout, seq, occurrence_ms, 1, max(due, now_ms))
+    return make_firing(schedule, seq, occurrence_ms, 1, max(due, now_ms))
 
 
 def new_schedule(
@@ -112,10 +109,10 @@ def new_schedule(
         updated_ms=now_ms,
         shard=identity.shard_of(tenant, routing_key(key, spec), layout.shard_count),
     )
-    return arm(schedule, layout, now_ms)
+    return arm(schedule, now_ms)
 
 
-def arm(schedule: Schedule, layout: ClusterLayout, now_ms: int) -> tuple[Schedule, Firing | None]:
+def arm(schedule: Schedule, now_ms: int) -> tuple[Schedule, Firing | None]:
     """The schedule's first firing from now on (create, resume, update).
 
     A one-shot whose time has passed fires at once; a recurring schedule continues
@@ -131,7 +128,7 @@ def arm(schedule: Schedule, layout: ClusterLayout, now_ms: int) -> tuple[Schedul
         done = dataclasses.replace(schedule, state=ScheduleState.COMPLETED, next_fire_ms=None)
         return done, None
     seq, occurrence_ms = found
-    firing = occurrence_firing(schedule, layout, seq, occurrence_ms, now_ms)
+    firing = occurrence_firing(schedule, seq, occurrence_ms, now_ms)
     return dataclasses.replace(schedule, next_fire_ms=firing.fire_at_ms), firing
 
 
@@ -167,7 +164,6 @@ def is_current(schedule: Schedule | None, firing: Firing) -> bool:
 def plan_dispatch(
     schedule: Schedule | None,
     firing: Firing,
-    layout: ClusterLayout,
     now_ms: int,
     held_ms: int = 0,
 ) -> Dispatch:
@@ -187,7 +183,7 @@ def plan_dispatch(
     nxt = next_occurrence(schedule, firing, now_ms)
     next_firing = None
     if nxt is not None:
-        next_firing = occurrence_firing(schedule, layout, nxt[0], nxt[1], now_ms)
+        next_firing = occurrence_firing(schedule, nxt[0], nxt[1], now_ms)
     progress = Progress(
         next_fire_ms=next_firing.fire_at_ms if next_firing else None,
         last_fire_ms=now_ms,
@@ -249,7 +245,6 @@ def _retry_at(
 def settle(
     schedule: Schedule,
     firing: Firing,
-    layout: ClusterLayout,
     result: DeliveryResult,
     started_ms: int,
     finished_ms: int,
@@ -269,7 +264,6 @@ def settle(
     else:
         retry_firing = make_firing(
             schedule,
-            layout,
             firing.seq,
             firing.occurrence_ms,
             firing.attempt + 1,
@@ -329,12 +323,8 @@ def dead_letter(firing: Firing, execution: Execution) -> DeadLetter:
     )
 
 
-def redrive_firing(
-    schedule: Schedule, letter: DeadLetter, layout: ClusterLayout, now_ms: int
-) -> Firing:
+def redrive_firing(schedule: Schedule, letter: DeadLetter, now_ms: int) -> Firing:
     """A fresh first attempt of a dead letter's occurrence, due now, with the same
     delivery id (receivers deduplicate) and a new firing id (its generation is the
     redrive time, so redriving the same letter twice makes two distinct firings)."""
-    return make_firing(
-        schedule, layout, letter.seq, letter.occurrence_ms, 1, now_ms, redrive=now_ms
-    )
+    return make_firing(schedule, letter.seq, letter.occurrence_ms, 1, now_ms, redrive=now_ms)

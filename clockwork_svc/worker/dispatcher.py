@@ -1,6 +1,7 @@
-"""Handles one due firing: check it is current (read ahead of its due time), plan
-the next occurrence, deliver, record the outcome, write a retry if one is due, and
-mark the firing done.
+"""Handles one due firing in three steps: plan (read the schedule ahead of the due
+time, check the firing is current, write the next occurrence), deliver (send once,
+settle the result), record (the execution, a retry if one is due, the progress,
+then mark the firing done). Metrics and logging go through a FiringObserver.
 
 The order of writes is what makes a crash at any point safe: the next occurrence
 is written before delivery (a crash cannot lose the recurrence), the retry and the
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
-    ClusterLayout,
     Firing,
     Outcome,
     Progress,
@@ -28,9 +28,7 @@ from clockwork_svc.domain.model import (
     ScheduleState,
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
-from clockwork_svc.observability.metrics import Metrics
-
-log = logging.getLogger(__name__)
+from clockwork_svc.worker.firing_observer import FiringObserver
 
 
 class TenantSource(Protocol):
@@ -44,14 +42,39 @@ class TenantSource(Protocol):
         """The tenant's default retry policy and relevancy window."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """A firing to deliver or expire, with what was read and planned for it."""
+
+    firing: Firing
+    # As stored: writes keep it as it is.
+    schedule: Schedule
+    # With the tenant's defaults filled in: decisions use it.
+    effective: Schedule
+    now_ms: int
+    # The schedule's progress once this occurrence is recorded (its outcome aside).
+    progress: Progress
+    # Its last occurrence: the version is marked completed with the other writes.
+    completes: bool
+    expire: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """What the firing came to: its execution record and what follows from it."""
+
+    settled: planning.Settled
+    finished_ms: int
+    stop_schedule: bool = False
+
+
 class Dispatcher:
     def __init__(
         self,
         store: Store,
         sink: DeliverySink,
         clock: Clock,
-        layout: ClusterLayout,
-        metrics: Metrics,
+        observer: FiringObserver,
         on_new_firing: Callable[[Firing], None],
         tenants: TenantSource | None = None,
         rng: random.Random | None = None,
@@ -59,8 +82,7 @@ class Dispatcher:
         self._store = store
         self._sink = sink
         self._clock = clock
-        self._layout = layout
-        self._metrics = metrics
+        self._observer = observer
         self._on_new_firing = on_new_firing
         self._rng = rng or random.Random()
         self._tenants = tenants
@@ -80,47 +102,61 @@ class Dispatcher:
 
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
+        turn = await self._plan(firing, held_ms, until_due)
+        if turn is None:
+            return None
+        if turn.expire:
+            expiry = planning.Settled(planning.expired(firing, turn.now_ms), None)
+            result = _Settled(expiry, turn.now_ms)
+        else:
+            result = await self._deliver(turn)
+        await self._record(turn, result)
+        self._observer.finished(firing, result.settled.execution)
+        return result.settled.execution.outcome
+
+    async def _plan(
+        self,
+        firing: Firing,
+        held_ms: int,
+        until_due: Callable[[], Awaitable[None]] | None,
+    ) -> _Turn | None:
+        """Read the schedule, wait for the due time and decide. Writes the schedule's
+        next occurrence, or marks a superseded firing done (and returns None)."""
         schedule = await self._store.get_schedule(firing.tenant, firing.schedule_key)
-        # Decisions use the spec with the tenant's defaults filled in; writes keep the
-        # stored spec as it is.
         effective = await self._with_tenant_defaults(schedule)
         if until_due is not None:
-            # Read READ_AHEAD_MS early: a read that returns after the due time (a slow
-            # or paused store) is the store's share of this firing's lag.
-            late_ms = self._clock.now_ms() - firing.fire_at_ms
-            self._metrics.read_late.observe(max(0, late_ms) / 1000)
+            self._observer.schedule_read(firing, self._clock.now_ms())
             await until_due()
         now = self._clock.now_ms()
         # Time held while the tenant was sidelined does not count against relevancy.
-        plan = planning.plan_dispatch(effective, firing, self._layout, now, held_ms)
-        if plan.action is planning.Action.SUPERSEDED or schedule is None:
+        plan = planning.plan_dispatch(effective, firing, now, held_ms)
+        if plan.action is planning.Action.SUPERSEDED or schedule is None or effective is None:
             await self._unblock_ordering(firing)
             await self._store.mark_done(firing)
             return None
         if plan.next_firing is not None:
             await self._store.put_firings([plan.next_firing])
             self._on_new_firing(plan.next_firing)
-        # Its last occurrence: the version is marked completed with the other writes.
-        completes = plan.completes and schedule.state is ScheduleState.ACTIVE
         progress = plan.progress or Progress(
             schedule.next_fire_ms,
             schedule.last_fire_ms,
             schedule.last_outcome,
             schedule.fired_count,
         )
-        if plan.action is planning.Action.EXPIRE:
-            execution = planning.expired(firing, now)
-            await self._store.record_execution(execution)
-            if completes:
-                await self._store.complete_schedule(
-                    schedule.tenant, schedule.key, schedule.version, now
-                )
-            await self._unblock_ordering(firing)
-            await self._finish(firing, dataclasses.replace(progress, last_outcome=Outcome.EXPIRED))
-            self._metrics.firings.labels(Outcome.EXPIRED.value).inc()
-            return Outcome.EXPIRED
+        return _Turn(
+            firing,
+            schedule,
+            effective,
+            now,
+            progress,
+            completes=plan.completes and schedule.state is ScheduleState.ACTIVE,
+            expire=plan.action is planning.Action.EXPIRE,
+        )
 
-        self._metrics.fire_lag.observe(max(0, now - firing.fire_at_ms) / 1000)
+    async def _deliver(self, turn: _Turn) -> _Settled:
+        """Send the payload once and settle the result (nothing is written)."""
+        firing, schedule, now = turn.firing, turn.schedule, turn.now_ms
+        self._observer.sending(firing, now)
         started_m = self._clock.monotonic()
         signing = await self._tenants.signing_secrets(firing.tenant) if self._tenants else ()
         result = await self._sink.deliver(
@@ -132,45 +168,42 @@ class Dispatcher:
             planning.routing_key(schedule.key, schedule.spec),
         )
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
-        self._metrics.delivery_duration.observe(max(0, finished - now) / 1000)
-        settled = planning.settle(
-            effective or schedule,
-            firing,
-            self._layout,
-            result,
-            now,
-            finished,
-            self._rng.random(),
-        )
-        if settled.retry is not None:
-            await self._store.put_firings([settled.retry])
-            self._on_new_firing(settled.retry)
+        self._observer.delivered(now, finished)
+        settled = planning.settle(turn.effective, firing, result, now, finished, self._rng.random())
+        return _Settled(settled, finished, result.stop_schedule)
+
+    async def _record(self, turn: _Turn, result: _Settled) -> None:
+        """Write what the firing came to, then mark it done: the retry and the record
+        land before `done`, so a crash re-delivers rather than loses."""
+        firing, schedule = turn.firing, turn.schedule
+        retry = result.settled.retry
+        execution = result.settled.execution
+        if retry is not None:
+            await self._store.put_firings([retry])
+            self._on_new_firing(retry)
         if result.stop_schedule:
-            await self._stop_schedule(schedule, now)
-        outcome = settled.execution.outcome
+            await self._stop_schedule(schedule, turn.now_ms)
         # These writes only have to land before the firing is marked done, and none
         # depends on another: they go out together (one round trip of latency, not four).
         writes = [
-            self._store.record_execution(settled.execution),
+            self._store.record_execution(execution),
             self._store.record_progress(
                 firing.tenant,
                 firing.schedule_key,
-                dataclasses.replace(progress, last_outcome=outcome),
+                dataclasses.replace(turn.progress, last_outcome=execution.outcome),
             ),
         ]
-        if completes:
+        if turn.completes:
             # A plain upsert naming this version (not a compare-and-set), so it
             # travels with the other writes.
             writes.append(
                 self._store.complete_schedule(
-                    schedule.tenant, schedule.key, schedule.version, finished
+                    schedule.tenant, schedule.key, schedule.version, result.finished_ms
                 )
             )
-        if outcome is Outcome.FAILED:
-            writes.append(
-                self._store.record_dead_letter(planning.dead_letter(firing, settled.execution))
-            )
-        if firing.ordering_key and settled.retry is not None:
+        if execution.outcome is Outcome.FAILED:
+            writes.append(self._store.record_dead_letter(planning.dead_letter(firing, execution)))
+        if firing.ordering_key and retry is not None:
             # The key stays blocked until this delivery succeeds or gives up, even across
             # a crash or a takeover: the block is stored before the firing is done.
             writes.append(
@@ -178,20 +211,10 @@ class Dispatcher:
                     firing.tenant, firing.ordering_key, firing.delivery_id
                 )
             )
-        elif settled.retry is None:
+        elif retry is None:
             writes.append(self._unblock_ordering(firing))
         await _all(writes)
         await self._store.mark_done(firing)
-        self._metrics.firings.labels(outcome.value).inc()
-        if outcome is not Outcome.SUCCEEDED:
-            log.info(
-                "delivery %s attempt %d: %s %s",
-                firing.delivery_id,
-                firing.attempt,
-                outcome.value,
-                settled.execution.error,
-            )
-        return outcome
 
     async def _with_tenant_defaults(self, schedule: Schedule | None) -> Schedule | None:
         if schedule is None or self._tenants is None:
@@ -217,13 +240,7 @@ class Dispatcher:
             next_fire_ms=None,
         )
         if await self._store.replace_schedule(stopped, schedule.version):
-            log.info(
-                "schedule %s/%s cancelled: target answered 410 Gone", schedule.tenant, schedule.key
-            )
-
-    async def _finish(self, firing: Firing, progress: Progress) -> None:
-        await self._store.record_progress(firing.tenant, firing.schedule_key, progress)
-        await self._store.mark_done(firing)
+            self._observer.schedule_stopped(schedule.tenant, schedule.key)
 
 
 async def _all(writes: Sequence[Awaitable[None]]) -> None:

@@ -23,6 +23,7 @@ from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.tenancy import NO_LIMITS
 from clockwork_svc.worker.dispatcher import Dispatcher, TenantSource
 from clockwork_svc.worker.due_queue import DueQueue
+from clockwork_svc.worker.firing_observer import FiringObserver
 from clockwork_svc.worker.sequencer import OrderingSequencer
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
 from clockwork_svc.worker.tenant_gates import TenantGates, Verdict
@@ -99,7 +100,9 @@ class Worker:
         self._in_flight: dict[int, set[asyncio.Task[None]]] = {}
         self._may_dispatch = may_dispatch
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
-        self._dispatcher = Dispatcher(store, sink, clock, layout, metrics, self.offer, tenants)
+        self._dispatcher = Dispatcher(
+            store, sink, clock, FiringObserver(metrics), self.offer, tenants
+        )
         self._fire_task: asyncio.Task[None] | None = None
         self._held_task: asyncio.Task[None] | None = None
         self._load = LoadTracker(clock.now_ms())

@@ -64,7 +64,7 @@ def test_dispatch_plans_the_next_interval_occurrence() -> None:
         "t", "k", spec(IntervalTrigger(1000, count=3)), "id", T0, LAYOUT
     )
     assert firing is not None and firing.fire_at_ms == T0 + 1000
-    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 1000)
+    plan = planning.plan_dispatch(schedule, firing, T0 + 1000)
     assert plan.action is planning.Action.DELIVER
     assert plan.next_firing is not None
     assert (plan.next_firing.seq, plan.next_firing.fire_at_ms) == (1, T0 + 2000)
@@ -77,7 +77,7 @@ def test_last_occurrence_completes() -> None:
         "t", "k", spec(IntervalTrigger(1000, count=1)), "id", T0, LAYOUT
     )
     assert firing is not None
-    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 1000)
+    plan = planning.plan_dispatch(schedule, firing, T0 + 1000)
     assert plan.next_firing is None and plan.completes
 
 
@@ -90,9 +90,9 @@ def test_stale_version_or_state_supersedes() -> None:
         dataclasses.replace(schedule, state=ScheduleState.CANCELLED),
         dataclasses.replace(schedule, id="recreated"),
     ):
-        plan = planning.plan_dispatch(changed, firing, LAYOUT, T0)
+        plan = planning.plan_dispatch(changed, firing, T0)
         assert plan.action is planning.Action.SUPERSEDED
-    assert planning.plan_dispatch(None, firing, LAYOUT, T0).action is planning.Action.SUPERSEDED
+    assert planning.plan_dispatch(None, firing, T0).action is planning.Action.SUPERSEDED
 
 
 def test_late_beyond_relevancy_window_expires() -> None:
@@ -100,12 +100,8 @@ def test_late_beyond_relevancy_window_expires() -> None:
         "t", "k", spec(OnceTrigger(T0), relevancy_window_ms=30_000), "id", T0, LAYOUT
     )
     assert firing is not None
-    assert planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 30_000).action is (
-        planning.Action.DELIVER
-    )
-    assert planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 30_001).action is (
-        planning.Action.EXPIRE
-    )
+    assert planning.plan_dispatch(schedule, firing, T0 + 30_000).action is (planning.Action.DELIVER)
+    assert planning.plan_dispatch(schedule, firing, T0 + 30_001).action is (planning.Action.EXPIRE)
 
 
 def test_misfire_fire_latest_collapses_missed_occurrences_into_one() -> None:
@@ -115,11 +111,11 @@ def test_misfire_fire_latest_collapses_missed_occurrences_into_one() -> None:
     assert firing is not None
     # The worker was down for an hour: the next firing is the latest missed occurrence.
     now = T0 + 3_600_500
-    plan = planning.plan_dispatch(schedule, firing, LAYOUT, now)
+    plan = planning.plan_dispatch(schedule, firing, now)
     assert plan.next_firing is not None
     assert plan.next_firing.occurrence_ms == T0 + 3_600_000
     assert plan.next_firing.fire_at_ms == now
-    follow = planning.plan_dispatch(schedule, plan.next_firing, LAYOUT, now)
+    follow = planning.plan_dispatch(schedule, plan.next_firing, now)
     assert follow.next_firing is not None
     assert follow.next_firing.occurrence_ms == T0 + 3_601_000
 
@@ -129,7 +125,7 @@ def test_misfire_skip_waits_for_the_next_occurrence() -> None:
         "t", "k", spec(IntervalTrigger(1000), misfire=MisfirePolicy.SKIP), "id", T0, LAYOUT
     )
     assert firing is not None
-    plan = planning.plan_dispatch(schedule, firing, LAYOUT, T0 + 3_600_500)
+    plan = planning.plan_dispatch(schedule, firing, T0 + 3_600_500)
     assert plan.next_firing is not None
     assert plan.next_firing.occurrence_ms == T0 + 3_601_000
 
@@ -140,9 +136,7 @@ def test_retryable_failure_schedules_a_retry_with_the_same_delivery_id() -> None
         "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
     )
     assert firing is not None
-    settled = planning.settle(
-        schedule, firing, LAYOUT, DeliveryResult(False, True, 503), T0, T0 + 50, 0.5
-    )
+    settled = planning.settle(schedule, firing, DeliveryResult(False, True, 503), T0, T0 + 50, 0.5)
     assert settled.execution.outcome is Outcome.RETRYING
     assert settled.retry is not None
     assert settled.retry.attempt == 2
@@ -159,7 +153,7 @@ def test_retry_after_is_honoured_as_a_minimum() -> None:
     )
     assert firing is not None
     result = DeliveryResult(False, True, 429, retry_after_ms=30_000)
-    settled = planning.settle(schedule, firing, LAYOUT, result, T0, T0, 0.0)
+    settled = planning.settle(schedule, firing, result, T0, T0, 0.0)
     assert settled.retry is not None and settled.retry.fire_at_ms == T0 + 30_000
 
 
@@ -169,21 +163,17 @@ def test_exhausted_or_permanent_failures_end_failed() -> None:
         "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
     )
     assert firing is not None
-    permanent = planning.settle(
-        schedule, firing, LAYOUT, DeliveryResult(False, False, 404), T0, T0, 0.0
-    )
+    permanent = planning.settle(schedule, firing, DeliveryResult(False, False, 404), T0, T0, 0.0)
     assert permanent.execution.outcome is Outcome.FAILED and permanent.retry is None
     last = dataclasses.replace(firing, attempt=2)
-    exhausted = planning.settle(
-        schedule, last, LAYOUT, DeliveryResult(False, True, 500), T0, T0, 0.0
-    )
+    exhausted = planning.settle(schedule, last, DeliveryResult(False, True, 500), T0, T0, 0.0)
     assert exhausted.execution.outcome is Outcome.FAILED and exhausted.retry is None
 
 
 def test_resume_after_pause_rearms_from_now() -> None:
     schedule, _ = planning.new_schedule("t", "k", spec(IntervalTrigger(60_000)), "id", T0, LAYOUT)
     resumed = dataclasses.replace(schedule, version=3)
-    armed, firing = planning.arm(resumed, LAYOUT, T0 + 125_000)
+    armed, firing = planning.arm(resumed, T0 + 125_000)
     assert firing is not None
     assert firing.occurrence_ms == T0 + 180_000 and firing.version == 3
     assert armed.next_fire_ms == firing.fire_at_ms
@@ -195,13 +185,11 @@ def test_retry_max_age_stops_retries_that_would_come_too_late() -> None:
         "t", "k", spec(OnceTrigger(T0), retry=retry), "id", T0, LAYOUT
     )
     assert firing is not None
-    early = planning.settle(
-        schedule, firing, LAYOUT, DeliveryResult(False, True, 503), T0, T0 + 100, 0.0
-    )
+    early = planning.settle(schedule, firing, DeliveryResult(False, True, 503), T0, T0 + 100, 0.0)
     assert early.retry is not None and early.retry.fire_at_ms == T0 + 4100
     late_firing = dataclasses.replace(firing, attempt=3)
     late = planning.settle(
-        schedule, late_firing, LAYOUT, DeliveryResult(False, True, 503), T0 + 7000, T0 + 7000, 0.0
+        schedule, late_firing, DeliveryResult(False, True, 503), T0 + 7000, T0 + 7000, 0.0
     )
     assert late.retry is None and late.execution.outcome is Outcome.FAILED
     assert "max age" in late.execution.error
