@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from clockwork_svc.domain import planning
-from clockwork_svc.domain.codec import spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.domain.spec import ScheduleSpec
@@ -44,55 +43,25 @@ def create_params(
     for key in keys:
         s, f = planning.new_schedule(tenant, key, spec, uuid.uuid4().hex, now, layout)
         assert f is not None
-        index = (s.tenant, rows.index_part(s.key), s.key)
-        schedule = (
-            s.id,
-            spec_to_json(s.spec),
-            s.spec.payload,
-            s.state.value,
-            s.version,
-            s.created_ms,
-            s.updated_ms,
-            s.shard,
-            s.next_fire_ms,
-            s.last_fire_ms,
-            None,
-            s.fired_count,
-            s.tenant,
-            s.key,
-        )
         ttl = cassandra_store.firing_ttl_s(f.fire_at_ms, 7 * 86_400, now / 1000)
-        firing = (
-            f.shard,
-            bucket_of(f.fire_at_ms, layout.bucket_ms),
-            f.fire_at_ms,
-            f.firing_id,
-            f.tenant,
-            f.schedule_key,
-            f.schedule_id,
-            f.version,
-            f.seq,
-            f.occurrence_ms,
-            f.attempt,
-            f.delivery_id,
-            f.redrive,
-            f.ordering_key,
-            ttl,
+        bucket = bucket_of(f.fire_at_ms, layout.bucket_ms)
+        out.append(
+            (
+                rows.index_params(s),
+                rows.insert_schedule_params(s),
+                rows.firing_params(f, bucket, ttl),
+            )
         )
-        out.append((index, schedule, firing))
     return out
 
 
 class RawInserter:
     def __init__(self, session: Any, keyspace: str) -> None:
         self._session = session
-        cql = cassandra_store._cql(keyspace)
-        self._statements = []
-        for name in _STATEMENTS:
-            text, idempotent = cql[name]
-            prepared = session.prepare(text)
-            prepared.is_idempotent = idempotent
-            self._statements.append(prepared)
+        cql = cassandra_store.cql(keyspace)
+        self._statements = [
+            cassandra_store.prepare(session, getattr(cql, name)) for name in _STATEMENTS
+        ]
         self._profiles = [
             connecting.PROFILE_DEFAULT,
             connecting.PROFILE_LWT,

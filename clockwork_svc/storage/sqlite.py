@@ -17,22 +17,34 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clockwork_svc.abc import SystemClock
-from clockwork_svc.domain.codec import spec_from_json, spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
     ClusterLayout,
     DeadLetter,
     Execution,
     Firing,
-    Outcome,
     Progress,
     Schedule,
     ScheduleState,
     ShardCursor,
 )
-from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
+from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.storage.columns import (
+    DEAD_LETTERS,
+    EXECUTIONS,
+    FIRINGS,
+    PROGRESS,
+    SCHEDULE_CHANGE,
+    SCHEDULES,
+    TENANTS,
+    Table,
+    assignments,
+    markers,
+    progress_values,
+)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cluster_meta (
@@ -81,23 +93,6 @@ CREATE TABLE IF NOT EXISTS executions (
     PRIMARY KEY (tenant, schedule_key, started_ms, firing_id)) WITHOUT ROWID;
 """
 
-_SCHEDULE_COLUMNS = (
-    "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
-    "next_fire_ms, last_fire_ms, last_outcome, fired_count"
-)
-_FIRING_COLUMNS = (
-    "shard, fire_at_ms, firing_id, tenant, schedule_key, schedule_id, version, seq, "
-    "occurrence_ms, attempt, delivery_id, done, redrive, ordering_key"
-)
-_DEAD_LETTER_COLUMNS = (
-    "tenant, schedule_key, schedule_id, firing_id, delivery_id, shard, seq, occurrence_ms, "
-    "attempts, dead_ms, last_status, last_error, redriven_ms"
-)
-_EXECUTION_COLUMNS = (
-    "tenant, schedule_key, firing_id, delivery_id, attempt, occurrence_ms, due_ms, "
-    "started_ms, duration_ms, outcome, status_code, error, next_attempt_ms"
-)
-
 
 class SqliteStore:
     """See `clockwork_svc.abc.Store` for the contract."""
@@ -126,16 +121,9 @@ class SqliteStore:
         return SystemClock().now_ms()  # embedded: the store's clock is this host's
 
     async def layout(self) -> ClusterLayout:
-        if self._layout is None:
-            row = await self._run(
-                _fetchone,
-                self._conn,
-                "SELECT shard_count, bucket_ms, created_ms FROM cluster_meta",
-                (),
-            )
-            assert row is not None
-            self._layout = ClusterLayout(*row)
-        return self._layout
+        if self._layout is not None:
+            return self._layout
+        return await self._run(self._layout_sync)
 
     # --- schedules -------------------------------------------------------------------
 
@@ -145,9 +133,9 @@ class SqliteStore:
     def _insert_schedule(self, s: Schedule) -> Schedule | None:
         with self._conn:
             cur = self._conn.execute(
-                f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (tenant, key) DO NOTHING",
-                _schedule_row(s),
+                f"INSERT INTO schedules ({SCHEDULES.names}) "
+                f"VALUES ({markers(len(SCHEDULES.columns))}) ON CONFLICT (tenant, key) DO NOTHING",
+                SCHEDULES.encode(s),
             )
         if cur.rowcount == 1:
             return None
@@ -161,10 +149,10 @@ class SqliteStore:
     def _get_schedule(self, tenant: str, key: str) -> Schedule | None:
         row = _fetchone(
             self._conn,
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE tenant = ? AND key = ?",
+            f"SELECT {SCHEDULES.selected} FROM schedules WHERE tenant = ? AND key = ?",
             (tenant, key),
         )
-        return _schedule_from_row(row) if row else None
+        return SCHEDULES.decode(row) if row else None
 
     async def list_schedules(
         self, tenant: str, after_key: str | None, limit: int
@@ -172,50 +160,31 @@ class SqliteStore:
         rows = await self._run(
             _fetchall,
             self._conn,
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE tenant = ? AND key > ? "
+            f"SELECT {SCHEDULES.selected} FROM schedules WHERE tenant = ? AND key > ? "
             "ORDER BY key LIMIT ?",
             (tenant, after_key or "", limit),
         )
-        return [_schedule_from_row(r) for r in rows]
+        return [SCHEDULES.decode(r) for r in rows]
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
-        s = schedule
+        changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE + SCHEDULES.key)
         return (
             await self._run(
                 _execute_count,
                 self._conn,
-                "UPDATE schedules SET spec = ?, payload = ?, state = ?, version = ?, "
-                "updated_ms = ?, next_fire_ms = ? WHERE tenant = ? AND key = ? AND version = ?",
-                (
-                    spec_to_json(s.spec),
-                    s.spec.payload,
-                    s.state.value,
-                    s.version,
-                    s.updated_ms,
-                    s.next_fire_ms,
-                    s.tenant,
-                    s.key,
-                    expected_version,
-                ),
+                f"UPDATE schedules SET {assignments(SCHEDULE_CHANGE)} "
+                "WHERE tenant = ? AND key = ? AND version = ?",
+                (*changed, expected_version),
             )
             == 1
         )
 
     async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        p = progress
         await self._run(
             _execute_count,
             self._conn,
-            "UPDATE schedules SET next_fire_ms = ?, last_fire_ms = ?, last_outcome = ?, "
-            "fired_count = ? WHERE tenant = ? AND key = ?",
-            (
-                p.next_fire_ms,
-                p.last_fire_ms,
-                p.last_outcome.value if p.last_outcome else None,
-                p.fired_count,
-                tenant,
-                key,
-            ),
+            f"UPDATE schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
+            (*progress_values(progress), tenant, key),
         )
 
     async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
@@ -245,28 +214,11 @@ class SqliteStore:
     def _put_firings(self, firings: list[Firing]) -> None:
         layout = self._layout_sync()
         with self._conn:
+            # No `done` column: a re-put must never clear it.
             self._conn.executemany(
-                f"INSERT INTO firings (bucket, {_FIRING_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,0,?,?) ON CONFLICT DO NOTHING",
-                [
-                    (
-                        bucket_of(f.fire_at_ms, layout.bucket_ms),
-                        f.shard,
-                        f.fire_at_ms,
-                        f.firing_id,
-                        f.tenant,
-                        f.schedule_key,
-                        f.schedule_id,
-                        f.version,
-                        f.seq,
-                        f.occurrence_ms,
-                        f.attempt,
-                        f.delivery_id,
-                        f.redrive,
-                        f.ordering_key,
-                    )
-                    for f in firings
-                ],
+                f"INSERT INTO firings (bucket, {FIRINGS.names}) "
+                f"VALUES ({markers(len(FIRINGS.columns) + 1)}) ON CONFLICT DO NOTHING",
+                [(bucket_of(f.fire_at_ms, layout.bucket_ms), *FIRINGS.encode(f)) for f in firings],
             )
 
     def _layout_sync(self) -> ClusterLayout:
@@ -275,18 +227,18 @@ class SqliteStore:
                 self._conn, "SELECT shard_count, bucket_ms, created_ms FROM cluster_meta", ()
             )
             assert row is not None
-            self._layout = ClusterLayout(*row)
+            self._layout = ClusterLayout(row["shard_count"], row["bucket_ms"], row["created_ms"])
         return self._layout
 
     async def get_firing(self, shard: int, fire_at_ms: int, firing_id: str) -> Firing | None:
         row = await self._run(
             _fetchone,
             self._conn,
-            f"SELECT {_FIRING_COLUMNS} FROM firings WHERE shard = ? AND "
+            f"SELECT {FIRINGS.selected} FROM firings WHERE shard = ? AND "
             "fire_at_ms = ? AND firing_id = ?",
             (shard, fire_at_ms, firing_id),
         )
-        return _firing_from_row(row) if row else None
+        return FIRINGS.decode(row) if row else None
 
     async def scan_firings(
         self, shard: int, start: tuple[int, str], end_ms: int, limit: int
@@ -294,12 +246,12 @@ class SqliteStore:
         rows = await self._run(
             _fetchall,
             self._conn,
-            f"SELECT {_FIRING_COLUMNS} FROM firings WHERE shard = ? AND "
+            f"SELECT {FIRINGS.selected} FROM firings WHERE shard = ? AND "
             "(fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? "
             "ORDER BY fire_at_ms, firing_id LIMIT ?",
             (shard, start[0], start[1], end_ms, limit),
         )
-        return [_firing_from_row(r) for r in rows]
+        return [FIRINGS.decode(r) for r in rows]
 
     async def mark_done(self, firing: Firing) -> None:
         await self._run(
@@ -347,7 +299,7 @@ class SqliteStore:
             "SELECT shard, position_ms, epoch FROM shard_cursors WHERE shard = ?",
             (shard,),
         )
-        return ShardCursor(*row) if row else None
+        return ShardCursor(row["shard"], row["position_ms"], row["epoch"]) if row else None
 
     # --- tenants ---------------------------------------------------------------------------
 
@@ -355,10 +307,9 @@ class SqliteStore:
         inserted = await self._run(
             _execute_count,
             self._conn,
-            "INSERT INTO tenants (name, created_ms, updated_ms, version, signing_secrets, "
-            "token_hashes, limits, defaults) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO tenants ({TENANTS.names}) VALUES ({markers(len(TENANTS.columns))}) "
             "ON CONFLICT (name) DO NOTHING",
-            _tenant_row(tenant),
+            _values(TENANTS, tenant),
         )
         return None if inserted == 1 else await self.get_tenant(tenant.name)
 
@@ -366,34 +317,28 @@ class SqliteStore:
         row = await self._run(
             _fetchone,
             self._conn,
-            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits, "
-            "defaults "
-            "FROM tenants WHERE name = ?",
+            f"SELECT {TENANTS.selected} FROM tenants WHERE name = ?",
             (name,),
         )
-        return _tenant_from_row(row) if row else None
+        return _record(TENANTS, row) if row else None
 
     async def list_tenants(self, after: str | None, limit: int) -> list[Tenant]:
         found = await self._run(
             _fetchall,
             self._conn,
-            "SELECT name, created_ms, updated_ms, version, signing_secrets, token_hashes, limits, "
-            "defaults "
-            "FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
+            f"SELECT {TENANTS.selected} FROM tenants WHERE name > ? ORDER BY name LIMIT ?",
             (after or "", limit),
         )
-        return [_tenant_from_row(r) for r in found]
+        return [_record(TENANTS, r) for r in found]
 
     async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
-        row = _tenant_row(tenant)
+        changed = TENANTS.pick(_values(TENANTS, tenant), TENANTS.others + TENANTS.key)
         return (
             await self._run(
                 _execute_count,
                 self._conn,
-                "UPDATE tenants SET created_ms = ?, updated_ms = ?, version = ?, "
-                "signing_secrets = ?, token_hashes = ?, limits = ?, defaults = ? "
-                "WHERE name = ? AND version = ?",
-                (*row[1:], row[0], expected_version),
+                f"UPDATE tenants SET {assignments(TENANTS.others)} WHERE name = ? AND version = ?",
+                (*changed, expected_version),
             )
             == 1
         )
@@ -413,7 +358,7 @@ class SqliteStore:
             "SELECT tenant FROM tenant_tokens WHERE token_hash = ?",
             (token_hash,),
         )
-        return str(row[0]) if row else None
+        return str(row["tenant"]) if row else None
 
     # --- ordering keys ------------------------------------------------------------------------
 
@@ -424,7 +369,7 @@ class SqliteStore:
             "SELECT delivery_id FROM ordering_blocks WHERE tenant = ? AND ordering_key = ?",
             (tenant, ordering_key),
         )
-        return str(row[0]) if row else ""
+        return str(row["delivery_id"]) if row else ""
 
     async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
         await self._run(
@@ -437,27 +382,14 @@ class SqliteStore:
     # --- dead letters ------------------------------------------------------------------------
 
     async def record_dead_letter(self, letter: DeadLetter) -> None:
-        d = letter
+        # No redriven_ms: recording a letter again never clears a redrive mark.
         await self._run(
             _execute_count,
             self._conn,
-            f"INSERT INTO dead_letters ({_DEAD_LETTER_COLUMNS}) VALUES "
-            "(?,?,?,?,?,?,?,?,?,?,?,?,NULL) ON CONFLICT DO UPDATE SET "
+            f"INSERT INTO dead_letters ({DEAD_LETTERS.names}) "
+            f"VALUES ({markers(len(DEAD_LETTERS.columns))}) ON CONFLICT DO UPDATE SET "
             "last_status = excluded.last_status, last_error = excluded.last_error",
-            (
-                d.tenant,
-                d.schedule_key,
-                d.schedule_id,
-                d.firing_id,
-                d.delivery_id,
-                d.shard,
-                d.seq,
-                d.occurrence_ms,
-                d.attempts,
-                d.dead_ms,
-                d.last_status,
-                d.last_error,
-            ),
+            DEAD_LETTERS.encode(letter),
         )
 
     async def list_dead_letters(
@@ -472,12 +404,12 @@ class SqliteStore:
         found = await self._run(
             _fetchall,
             self._conn,
-            f"SELECT {_DEAD_LETTER_COLUMNS} FROM dead_letters WHERE tenant = ? "
+            f"SELECT {DEAD_LETTERS.selected} FROM dead_letters WHERE tenant = ? "
             "AND dead_ms >= ? AND dead_ms < ? AND (dead_ms, firing_id) > (?, ?) "
             "ORDER BY dead_ms, firing_id LIMIT ?",
             (tenant, since_ms, until_ms, start[0], start[1], limit),
         )
-        return [DeadLetter(*r) for r in found]
+        return [DEAD_LETTERS.decode(r) for r in found]
 
     async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None:
         await self._run(
@@ -491,27 +423,12 @@ class SqliteStore:
     # --- executions ----------------------------------------------------------------------
 
     async def record_execution(self, execution: Execution) -> None:
-        e = execution
         await self._run(
             _execute_count,
             self._conn,
-            f"INSERT OR REPLACE INTO executions ({_EXECUTION_COLUMNS}) VALUES "
-            "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                e.tenant,
-                e.schedule_key,
-                e.firing_id,
-                e.delivery_id,
-                e.attempt,
-                e.occurrence_ms,
-                e.due_ms,
-                e.started_ms,
-                e.duration_ms,
-                e.outcome.value,
-                e.status_code,
-                e.error,
-                e.next_attempt_ms,
-            ),
+            f"INSERT OR REPLACE INTO executions ({EXECUTIONS.names}) "
+            f"VALUES ({markers(len(EXECUTIONS.columns))})",
+            EXECUTIONS.encode(execution),
         )
 
     async def list_executions(
@@ -521,16 +438,17 @@ class SqliteStore:
         rows = await self._run(
             _fetchall,
             self._conn,
-            f"SELECT {_EXECUTION_COLUMNS} FROM executions WHERE tenant = ? AND schedule_key = ? "
+            f"SELECT {EXECUTIONS.selected} FROM executions WHERE tenant = ? AND schedule_key = ? "
             "AND (started_ms, firing_id) < (?, ?) ORDER BY started_ms DESC, firing_id DESC LIMIT ?",
             (tenant, key, bound[0], bound[1], limit),
         )
-        return [_execution_from_row(r) for r in rows]
+        return [EXECUTIONS.decode(r) for r in rows]
 
 
 def _connect(path: Path, default_layout: ClusterLayout) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=5000")
@@ -573,101 +491,21 @@ def _execute_count(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) 
         return conn.execute(sql, params).rowcount
 
 
-def _schedule_row(s: Schedule) -> tuple[Any, ...]:
-    return (
-        s.tenant,
-        s.key,
-        s.id,
-        spec_to_json(s.spec),
-        s.spec.payload,
-        s.state.value,
-        s.version,
-        s.created_ms,
-        s.updated_ms,
-        s.shard,
-        s.next_fire_ms,
-        s.last_fire_ms,
-        s.last_outcome.value if s.last_outcome else None,
-        s.fired_count,
+def _values(table: Table[R], record: R) -> tuple[Any, ...]:
+    """`table.encode`, with its list columns as JSON text."""
+    values = table.encode(record)
+    if not table.list_columns:
+        return values
+    lists = table.list_columns
+    return tuple(
+        json.dumps(v) if c in lists else v for c, v in zip(table.columns, values, strict=True)
     )
 
 
-def _schedule_from_row(r: Any) -> Schedule:
-    return Schedule(
-        tenant=r[0],
-        key=r[1],
-        id=r[2],
-        spec=spec_from_json(r[3], bytes(r[4])),
-        state=ScheduleState(r[5]),
-        version=r[6],
-        created_ms=r[7],
-        updated_ms=r[8],
-        shard=r[9],
-        next_fire_ms=r[10],
-        last_fire_ms=r[11],
-        last_outcome=Outcome(r[12]) if r[12] else None,
-        fired_count=r[13],
-    )
-
-
-def _tenant_row(t: Tenant) -> tuple[Any, ...]:
-    return (
-        t.name,
-        t.created_ms,
-        t.updated_ms,
-        t.version,
-        json.dumps(list(t.signing_secrets)),
-        json.dumps(list(t.token_hashes)),
-        t.limits.to_json(),
-        t.defaults.to_json(),
-    )
-
-
-def _tenant_from_row(r: Any) -> Tenant:
-    return Tenant(
-        name=r[0],
-        created_ms=r[1],
-        updated_ms=r[2],
-        version=r[3],
-        signing_secrets=tuple(json.loads(r[4])),
-        token_hashes=tuple(json.loads(r[5])),
-        limits=TenantLimits.from_json(r[6]),
-        defaults=TenantDefaults.from_json(r[7]),
-    )
-
-
-def _firing_from_row(r: Any) -> Firing:
-    return Firing(
-        shard=r[0],
-        fire_at_ms=r[1],
-        firing_id=r[2],
-        tenant=r[3],
-        schedule_key=r[4],
-        schedule_id=r[5],
-        version=r[6],
-        seq=r[7],
-        occurrence_ms=r[8],
-        attempt=r[9],
-        delivery_id=r[10],
-        done=bool(r[11]),
-        redrive=r[12],
-        ordering_key=r[13],
-    )
-
-
-def _execution_from_row(r: Any) -> Execution:
-    return Execution(
-        tenant=r[0],
-        schedule_key=r[1],
-        firing_id=r[2],
-        delivery_id=r[3],
-        attempt=r[4],
-        occurrence_ms=r[5],
-        due_ms=r[6],
-        started_ms=r[7],
-        duration_ms=r[8],
-        outcome=Outcome(r[9]),
-        status_code=r[10],
-        error=r[11],
-        next_attempt_ms=r[12],
-    )
+def _record(table: Table[R], row: sqlite3.Row) -> R:
+    """`table.decode`, reading its list columns from JSON text."""
+    if not table.list_columns:
+        return table.decode(row)
+    lists = table.list_columns
+    names = table.columns + table.read_only
+    return table.decode({c: json.loads(row[c]) if c in lists else row[c] for c in names})

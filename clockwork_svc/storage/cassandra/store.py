@@ -9,18 +9,18 @@ and version changes, shard epochs and cursors) are not.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from cassandra import InvalidRequest
 from cassandra.query import BatchStatement, BatchType
 
-from clockwork_svc.domain.codec import spec_to_json
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
     ClusterLayout,
@@ -37,6 +37,18 @@ from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
 from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
 from clockwork_svc.storage.cassandra.write_batcher import DEFAULT_MAX_STATEMENTS, WriteBatcher
+from clockwork_svc.storage.columns import (
+    DEAD_LETTERS,
+    EXECUTIONS,
+    FIRINGS,
+    PROGRESS,
+    SCHEDULE_CHANGE,
+    SCHEDULES,
+    TENANTS,
+    assignments,
+    markers,
+    progress_values,
+)
 
 T = TypeVar("T")
 
@@ -71,219 +83,218 @@ def firing_ttl_s(fire_at_ms: int, retention_s: int, now_s: float) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Statements:
-    insert_schedule: Any
-    select_schedule: Any
-    select_schedules: Any
-    upsert_index: Any
-    list_index: Any
-    replace_schedule: Any
-    record_progress: Any
-    complete_schedule: Any
-    put_firing: Any
-    get_firing: Any
-    scan_bucket: Any
-    mark_done: Any
-    insert_cursor: Any
-    take_cursor: Any
-    advance_cursor: Any
-    load_cursor: Any
-    record_execution: Any
-    list_executions: Any
-    list_executions_before: Any
-    insert_tenant: Any
-    select_tenant: Any
-    list_tenants_first: Any
-    list_tenants_after: Any
-    replace_tenant: Any
-    put_token_owner: Any
-    token_owner: Any
-    server_time: Any
-    record_dead_letter: Any
-    get_ordering_block: Any
-    set_ordering_block: Any
-    list_dead_letters: Any
-    mark_redriven: Any
+class Cql:
+    text: str
+    # A plain upsert or read, which the driver may retry or speculate.
+    idempotent: bool
 
 
-def _cql(ks: str) -> dict[str, tuple[str, bool]]:
-    """CQL of every statement, and whether it is an idempotent plain upsert/read."""
-    sched = rows.SCHEDULE_COLUMNS
-    firing = rows.FIRING_COLUMNS
-    execution = rows.EXECUTION_COLUMNS
-    tenant = rows.TENANT_COLUMNS
-    return {
+@dataclass(frozen=True, slots=True)
+class Statements(Generic[T]):
+    """Every statement of the store: its CQL (`Statements[Cql]`, from `cql()`) or, once
+    prepared, the driver's prepared statement."""
+
+    insert_schedule: T
+    select_schedule: T
+    select_schedules: T
+    upsert_index: T
+    list_index: T
+    replace_schedule: T
+    record_progress: T
+    complete_schedule: T
+    put_firing: T
+    get_firing: T
+    scan_bucket: T
+    mark_done: T
+    insert_cursor: T
+    take_cursor: T
+    advance_cursor: T
+    load_cursor: T
+    record_execution: T
+    list_executions: T
+    list_executions_before: T
+    insert_tenant: T
+    select_tenant: T
+    list_tenants_first: T
+    list_tenants_after: T
+    replace_tenant: T
+    put_token_owner: T
+    token_owner: T
+    server_time: T
+    record_dead_letter: T
+    get_ordering_block: T
+    set_ordering_block: T
+    list_dead_letters: T
+    mark_redriven: T
+
+
+def cql(ks: str) -> Statements[Cql]:
+    """The CQL of every statement of the store, on keyspace `ks`."""
+    sched = rows.SCHEDULE_SELECTED
+    firing = FIRINGS.selected
+    execution = EXECUTIONS.selected
+    tenant = TENANTS.names
+    return Statements(
         # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
         # record_progress (id null) must not count as an existing schedule.
-        "insert_schedule": (
-            f"UPDATE {ks}.schedules SET id = ?, spec = ?, payload = ?, state = ?, version = ?, "
-            "created_ms = ?, updated_ms = ?, shard = ?, next_fire_ms = ?, last_fire_ms = ?, "
-            "last_outcome = ?, fired_count = ?, completed_version = null "
-            "WHERE tenant = ? AND key = ? IF id = null",
+        insert_schedule=Cql(
+            f"UPDATE {ks}.schedules SET {assignments(SCHEDULES.others)}, "
+            "completed_version = null WHERE tenant = ? AND key = ? IF id = null",
             False,
         ),
-        "select_schedule": (
-            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key = ?",
-            True,
+        select_schedule=Cql(
+            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key = ?", True
         ),
-        "select_schedules": (
-            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key IN ?",
-            True,
+        select_schedules=Cql(
+            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key IN ?", True
         ),
-        "upsert_index": (
-            f"INSERT INTO {ks}.schedule_index (tenant, part, key) VALUES (?, ?, ?)",
-            True,
+        upsert_index=Cql(
+            f"INSERT INTO {ks}.schedule_index (tenant, part, key) VALUES (?, ?, ?)", True
         ),
-        "list_index": (
+        list_index=Cql(
             f"SELECT key FROM {ks}.schedule_index WHERE tenant = ? AND part = ? AND key > ? "
             "LIMIT ?",
             True,
         ),
-        "replace_schedule": (
-            f"UPDATE {ks}.schedules SET spec = ?, payload = ?, state = ?, version = ?, "
-            "updated_ms = ?, next_fire_ms = ? WHERE tenant = ? AND key = ? IF version = ?",
+        replace_schedule=Cql(
+            f"UPDATE {ks}.schedules SET {assignments(SCHEDULE_CHANGE)} "
+            "WHERE tenant = ? AND key = ? IF version = ?",
             False,
         ),
-        "record_progress": (
-            f"UPDATE {ks}.schedules SET next_fire_ms = ?, last_fire_ms = ?, last_outcome = ?, "
-            "fired_count = ? WHERE tenant = ? AND key = ?",
+        record_progress=Cql(
+            f"UPDATE {ks}.schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
             True,
         ),
-        "complete_schedule": (
+        complete_schedule=Cql(
             f"UPDATE {ks}.schedules SET completed_version = ?, completed_ms = ? "
             "WHERE tenant = ? AND key = ?",
             True,
         ),
         # No `done` column: a re-put must never clear it.
-        "put_firing": (
-            f"INSERT INTO {ks}.firings (shard, bucket, fire_at_ms, firing_id, tenant, "
-            "schedule_key, schedule_id, version, seq, occurrence_ms, attempt, delivery_id, "
-            "redrive, ordering_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "USING TTL ?",
+        put_firing=Cql(
+            f"INSERT INTO {ks}.firings ({rows.FIRING_INSERTED}) "
+            f"VALUES ({markers(len(FIRINGS.columns) + 1)}) USING TTL ?",
             True,
         ),
-        "get_firing": (
+        get_firing=Cql(
             f"SELECT {firing} FROM {ks}.firings WHERE shard = ? AND bucket = ? "
             "AND fire_at_ms = ? AND firing_id = ?",
             True,
         ),
-        "scan_bucket": (
+        scan_bucket=Cql(
             f"SELECT {firing} FROM {ks}.firings WHERE shard = ? AND bucket = ? "
             "AND (fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? LIMIT ?",
             True,
         ),
-        "mark_done": (
+        mark_done=Cql(
             f"UPDATE {ks}.firings USING TTL ? SET done = true WHERE shard = ? AND bucket = ? "
             "AND fire_at_ms = ? AND firing_id = ?",
             True,
         ),
-        "insert_cursor": (
+        insert_cursor=Cql(
             f"INSERT INTO {ks}.shard_cursors (shard, position_ms, epoch) VALUES (?, ?, ?) "
             "IF NOT EXISTS",
             False,
         ),
         # Conditioned on the position too, so the cursor returned is exactly the one
         # taken over (an advance by the previous owner in between makes it retry).
-        "take_cursor": (
+        take_cursor=Cql(
             f"UPDATE {ks}.shard_cursors SET epoch = ? WHERE shard = ? "
             "IF epoch = ? AND position_ms = ?",
             False,
         ),
-        "advance_cursor": (
+        advance_cursor=Cql(
             f"UPDATE {ks}.shard_cursors SET position_ms = ? WHERE shard = ? "
             "IF epoch = ? AND position_ms < ?",
             False,
         ),
-        "load_cursor": (
-            f"SELECT shard, position_ms, epoch FROM {ks}.shard_cursors WHERE shard = ?",
+        load_cursor=Cql(
+            f"SELECT shard, position_ms, epoch FROM {ks}.shard_cursors WHERE shard = ?", True
+        ),
+        record_execution=Cql(
+            f"INSERT INTO {ks}.executions ({EXECUTIONS.names}) "
+            f"VALUES ({markers(len(EXECUTIONS.columns))})",
             True,
         ),
-        "record_execution": (
-            f"INSERT INTO {ks}.executions ({execution}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            True,
-        ),
-        "list_executions": (
+        list_executions=Cql(
             f"SELECT {execution} FROM {ks}.executions WHERE tenant = ? AND schedule_key = ? "
             "LIMIT ?",
             True,
         ),
-        "list_executions_before": (
+        list_executions_before=Cql(
             f"SELECT {execution} FROM {ks}.executions WHERE tenant = ? AND schedule_key = ? "
             "AND (started_ms, firing_id) < (?, ?) LIMIT ?",
             True,
         ),
-        "insert_tenant": (
-            f"INSERT INTO {ks}.tenants ({tenant}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS",
+        insert_tenant=Cql(
+            f"INSERT INTO {ks}.tenants ({tenant}) VALUES ({markers(len(TENANTS.columns))}) "
+            "IF NOT EXISTS",
             False,
         ),
-        "select_tenant": (f"SELECT {tenant} FROM {ks}.tenants WHERE name = ?", True),
+        select_tenant=Cql(f"SELECT {tenant} FROM {ks}.tenants WHERE name = ?", True),
         # Tenants are few; they are listed in token order (stable across pages).
-        "list_tenants_first": (f"SELECT {tenant} FROM {ks}.tenants LIMIT ?", True),
-        "list_tenants_after": (
-            f"SELECT {tenant} FROM {ks}.tenants WHERE token(name) > token(?) LIMIT ?",
-            True,
+        list_tenants_first=Cql(f"SELECT {tenant} FROM {ks}.tenants LIMIT ?", True),
+        list_tenants_after=Cql(
+            f"SELECT {tenant} FROM {ks}.tenants WHERE token(name) > token(?) LIMIT ?", True
         ),
-        "replace_tenant": (
-            f"UPDATE {ks}.tenants SET created_ms = ?, updated_ms = ?, version = ?, "
-            "signing_secrets = ?, token_hashes = ?, limits = ?, defaults = ? WHERE name = ? "
-            "IF version = ?",
+        replace_tenant=Cql(
+            f"UPDATE {ks}.tenants SET {assignments(TENANTS.others)} WHERE name = ? IF version = ?",
             False,
         ),
-        "put_token_owner": (
-            f"INSERT INTO {ks}.tenant_tokens (token_hash, tenant) VALUES (?, ?)",
-            True,
+        put_token_owner=Cql(
+            f"INSERT INTO {ks}.tenant_tokens (token_hash, tenant) VALUES (?, ?)", True
         ),
-        "token_owner": (f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
+        token_owner=Cql(f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
         # The coordinator's clock (now() is a time-based UUID made by the coordinator).
-        "server_time": ("SELECT toUnixTimestamp(now()) AS now_ms FROM system.local", True),
-        "get_ordering_block": (
+        server_time=Cql("SELECT toUnixTimestamp(now()) AS now_ms FROM system.local", True),
+        get_ordering_block=Cql(
             f"SELECT delivery_id FROM {ks}.ordering_blocks WHERE tenant = ? AND ordering_key = ?",
             True,
         ),
-        "set_ordering_block": (
+        set_ordering_block=Cql(
             f"INSERT INTO {ks}.ordering_blocks (tenant, ordering_key, delivery_id) "
             "VALUES (?, ?, ?)",
             True,
         ),
         # No redriven_ms: recording a letter again never clears a redrive mark.
-        "record_dead_letter": (
-            f"INSERT INTO {ks}.dead_letters (day, tenant, schedule_key, schedule_id, "
-            "firing_id, delivery_id, shard, seq, occurrence_ms, attempts, dead_ms, "
-            "last_status, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        record_dead_letter=Cql(
+            f"INSERT INTO {ks}.dead_letters ({rows.DEAD_LETTER_INSERTED}) "
+            f"VALUES ({markers(len(DEAD_LETTERS.columns) + 1)})",
             True,
         ),
-        "list_dead_letters": (
-            f"SELECT {rows.DEAD_LETTER_COLUMNS} FROM {ks}.dead_letters WHERE tenant = ? "
+        list_dead_letters=Cql(
+            f"SELECT {DEAD_LETTERS.selected} FROM {ks}.dead_letters WHERE tenant = ? "
             "AND day = ? AND (dead_ms, firing_id) > (?, ?) AND dead_ms < ? LIMIT ?",
             True,
         ),
-        "mark_redriven": (
+        mark_redriven=Cql(
             f"UPDATE {ks}.dead_letters SET redriven_ms = ? WHERE tenant = ? AND day = ? "
             "AND dead_ms = ? AND firing_id = ?",
             True,
         ),
-    }
+    )
 
 
-async def _prepare_all(session: Any, keyspace: str) -> _Statements:
-    cql = _cql(keyspace)
+def prepare(session: Any, statement: Cql) -> Any:
+    """Blocking: run it in a worker thread."""
+    prepared = session.prepare(statement.text)
+    prepared.is_idempotent = statement.idempotent
+    return prepared
 
-    def prepare(text: str, idempotent: bool) -> Any:
-        statement = session.prepare(text)  # blocking: runs in a worker thread
-        statement.is_idempotent = idempotent
-        return statement
 
+async def _prepare_all(session: Any, keyspace: str) -> Statements[Any]:
+    texts = cql(keyspace)
+    names = [f.name for f in dataclasses.fields(texts)]
     try:
         prepared = await asyncio.gather(
-            *(asyncio.to_thread(prepare, text, idem) for text, idem in cql.values())
+            *(asyncio.to_thread(prepare, session, getattr(texts, n)) for n in names)
         )
     except Exception as exc:
         mapped = bridge.translate(exc)
         if mapped is exc:
             raise
         raise mapped from exc
-    return _Statements(**dict(zip(cql, prepared, strict=True)))
+    return Statements(**dict(zip(names, prepared, strict=True)))
 
 
 class CassandraStore:
@@ -293,7 +304,7 @@ class CassandraStore:
         self,
         cluster: Any,
         session: Any,
-        statements: _Statements,
+        statements: Statements[Any],
         layout: ClusterLayout,
         firing_retention_s: int,
         write_batch: int = DEFAULT_MAX_STATEMENTS,
@@ -385,26 +396,9 @@ class CassandraStore:
         s = schedule
         # The index entry goes first: a crash in between leaves an index entry without
         # a schedule (skipped by list_schedules), never a schedule that list misses.
-        await self._run(self._st.upsert_index, (s.tenant, rows.index_part(s.key), s.key))
+        await self._run(self._st.upsert_index, rows.index_params(s))
         page = await self._run(
-            self._st.insert_schedule,
-            (
-                s.id,
-                spec_to_json(s.spec),
-                s.spec.payload,
-                s.state.value,
-                s.version,
-                s.created_ms,
-                s.updated_ms,
-                s.shard,
-                s.next_fire_ms,
-                s.last_fire_ms,
-                s.last_outcome.value if s.last_outcome else None,
-                s.fired_count,
-                s.tenant,
-                s.key,
-            ),
-            profile=PROFILE_LWT,
+            self._st.insert_schedule, rows.insert_schedule_params(s), profile=PROFILE_LWT
         )
         if page.rows[0]["[applied]"]:
             return None
@@ -456,36 +450,15 @@ class CassandraStore:
         return found
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
-        s = schedule
+        changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE + SCHEDULES.key)
         page = await self._run(
-            self._st.replace_schedule,
-            (
-                spec_to_json(s.spec),
-                s.spec.payload,
-                s.state.value,
-                s.version,
-                s.updated_ms,
-                s.next_fire_ms,
-                s.tenant,
-                s.key,
-                expected_version,
-            ),
-            profile=PROFILE_LWT,
+            self._st.replace_schedule, (*changed, expected_version), profile=PROFILE_LWT
         )
         return bool(page.rows[0]["[applied]"])
 
     async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        p = progress
         await self._writes.write(
-            self._st.record_progress,
-            (
-                p.next_fire_ms,
-                p.last_fire_ms,
-                p.last_outcome.value if p.last_outcome else None,
-                p.fired_count,
-                tenant,
-                key,
-            ),
+            self._st.record_progress, (*progress_values(progress), tenant, key)
         )
 
     async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
@@ -501,24 +474,9 @@ class CassandraStore:
         partitions: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
         for f in firings:
             bucket = bucket_of(f.fire_at_ms, bucket_ms)
+            ttl_s = firing_ttl_s(f.fire_at_ms, self._retention_s, now_s)
             partitions.setdefault((f.shard, bucket), []).append(
-                (
-                    f.shard,
-                    bucket,
-                    f.fire_at_ms,
-                    f.firing_id,
-                    f.tenant,
-                    f.schedule_key,
-                    f.schedule_id,
-                    f.version,
-                    f.seq,
-                    f.occurrence_ms,
-                    f.attempt,
-                    f.delivery_id,
-                    f.redrive,
-                    f.ordering_key,
-                    firing_ttl_s(f.fire_at_ms, self._retention_s, now_s),
-                )
+                rows.firing_params(f, bucket, ttl_s)
             )
         # One UNLOGGED batch per partition (a single mutation on one replica set, not a
         # multi-partition batch): measured 3-10x the rows/s of one INSERT per row.
@@ -545,7 +503,7 @@ class CassandraStore:
             self._st.get_firing,
             (shard, bucket_of(fire_at_ms, self._layout.bucket_ms), fire_at_ms, firing_id),
         )
-        return rows.firing(row) if row is not None and rows.is_firing(row) else None
+        return FIRINGS.decode(row) if row is not None and rows.is_firing(row) else None
 
     async def scan_firings(
         self, shard: int, start: tuple[int, str], end_ms: int, limit: int
@@ -584,7 +542,7 @@ class CassandraStore:
                 max_rows=need,
                 page_size=_PAGE_SIZE,
             ):
-                found += [rows.firing(r) for r in page if rows.is_firing(r)]
+                found += [FIRINGS.decode(r) for r in page if rows.is_firing(r)]
                 seen += len(page)
                 if page:
                     after = (page[-1]["fire_at_ms"], page[-1]["firing_id"])
@@ -654,25 +612,7 @@ class CassandraStore:
     # --- executions ----------------------------------------------------------------------
 
     async def record_execution(self, execution: Execution) -> None:
-        e = execution
-        await self._writes.write(
-            self._st.record_execution,
-            (
-                e.tenant,
-                e.schedule_key,
-                e.firing_id,
-                e.delivery_id,
-                e.attempt,
-                e.occurrence_ms,
-                e.due_ms,
-                e.started_ms,
-                e.duration_ms,
-                e.outcome.value,
-                e.status_code,
-                e.error,
-                e.next_attempt_ms,
-            ),
-        )
+        await self._writes.write(self._st.record_execution, EXECUTIONS.encode(execution))
 
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
@@ -688,7 +628,7 @@ class CassandraStore:
         found = await bridge.fetch(
             self._session, statement, params, max_rows=limit, page_size=_PAGE_SIZE
         )
-        return [rows.execution(r) for r in found]
+        return [EXECUTIONS.decode(r) for r in found]
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -704,25 +644,7 @@ class CassandraStore:
     # --- dead letters -------------------------------------------------------------------------
 
     async def record_dead_letter(self, letter: DeadLetter) -> None:
-        d = letter
-        await self._run(
-            self._st.record_dead_letter,
-            (
-                d.dead_ms // rows.DAY_MS,
-                d.tenant,
-                d.schedule_key,
-                d.schedule_id,
-                d.firing_id,
-                d.delivery_id,
-                d.shard,
-                d.seq,
-                d.occurrence_ms,
-                d.attempts,
-                d.dead_ms,
-                d.last_status,
-                d.last_error,
-            ),
-        )
+        await self._run(self._st.record_dead_letter, rows.dead_letter_params(letter))
 
     async def list_dead_letters(
         self,
@@ -743,7 +665,7 @@ class CassandraStore:
                 (tenant, day, start[0], start[1], until_ms, limit - len(found)),
                 max_rows=limit - len(found),
             )
-            found += [rows.dead_letter(r) for r in page if r["dead_ms"] >= since_ms]
+            found += [DEAD_LETTERS.decode(r) for r in page if r["dead_ms"] >= since_ms]
             day += 1
         return found
 
@@ -762,9 +684,7 @@ class CassandraStore:
     # --- tenants ----------------------------------------------------------------------------
 
     async def insert_tenant(self, tenant: Tenant) -> Tenant | None:
-        page = await self._run(
-            self._st.insert_tenant, rows.tenant_params(tenant), profile=PROFILE_LWT
-        )
+        page = await self._run(self._st.insert_tenant, TENANTS.encode(tenant), profile=PROFILE_LWT)
         if page.rows[0]["[applied]"]:
             return None
         row = await bridge.first(
@@ -772,11 +692,11 @@ class CassandraStore:
         )
         if row is None:
             raise StoreUnavailable(f"tenant {tenant.name} changed during insert; retry")
-        return rows.tenant(row)
+        return TENANTS.decode(row)
 
     async def get_tenant(self, name: str) -> Tenant | None:
         row = await bridge.first(self._session, self._st.select_tenant, (name,))
-        return rows.tenant(row) if row is not None else None
+        return TENANTS.decode(row) if row is not None else None
 
     async def list_tenants(self, after: str | None, limit: int) -> list[Tenant]:
         statement: Any = self._st.list_tenants_first
@@ -784,12 +704,14 @@ class CassandraStore:
         if after is not None:
             statement, params = self._st.list_tenants_after, (after, limit)
         found = await bridge.fetch(self._session, statement, params, max_rows=limit)
-        return [rows.tenant(r) for r in found]
+        return [TENANTS.decode(r) for r in found]
 
     async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
-        name, *rest = rows.tenant_params(tenant)
+        values = TENANTS.encode(tenant)
         page = await self._run(
-            self._st.replace_tenant, (*rest, name, expected_version), profile=PROFILE_LWT
+            self._st.replace_tenant,
+            (*TENANTS.pick(values, TENANTS.others + TENANTS.key), expected_version),
+            profile=PROFILE_LWT,
         )
         return bool(page.rows[0]["[applied]"])
 
