@@ -67,8 +67,8 @@ _CREATE_TIMEOUT_S = 60.0
 _MIN_LEAD_S = 8.0
 _LEAD_HEADROOM = 1.6
 """The preload is given this many times its calibrated duration before the first due
-time: at 40,000 one-shots 1.3 was short (the preload ran 1.2 s into the window, its
-creates competing with the first deliveries)."""
+time, so that its creates do not compete with the first deliveries (at 40,000
+one-shots, 1.3 times lets the preload run 1.2 s into the due window)."""
 
 
 @dataclass

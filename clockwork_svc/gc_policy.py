@@ -8,26 +8,26 @@ paused the event loop 100-212 ms, the largest part of the firing lag's tail.
 
 `freeze_startup_heap()`, once the process is up (imports done, store connected),
 exempts everything allocated so far from future collections (`gc.freeze`). At a
-fixed 250 firings/s (one worker, 64 shards) lag p99 went from 249-395 ms to
-106-116 ms.
+fixed 250 firings/s (one worker, 64 shards) lag p99 is 106-116 ms frozen against
+249-395 ms unfrozen.
 
 The youngest generation is collected every `YOUNG_THRESHOLD` allocations, not
 CPython's 700: most of a firing's objects (requests, futures, rows) die before
 then, so each firing costs the collector less. Measured under `bench.fire` (one
-worker, three alternating pairs, the same hour): total collection time per run
-fell from 2.0-2.3 s to 1.2-1.3 s (no full collections instead of 13-14), the saturating
-rate rose 8 % (1,207/1,263/1,369 to 1,354/1,405/1,410 per s), and at a fixed 650/s
-the lag's p99 was unchanged (13-36 ms against 16-25 ms). Young collections take
-6-16 ms each on average instead of under 1 ms. (An earlier, pre-read-ahead trial of 50,000
-made them up to 134 ms long, with no better tail.)
+worker, three alternating pairs, the same hour), against 700: 1.2-1.3 s of
+collection per run instead of 2.0-2.3 s (no full collections instead of 13-14), a
+saturating rate ~8 % higher (1,354-1,410 per s against 1,207-1,369), and the same
+lag p99 at a fixed 650/s (13-36 ms against 16-25 ms). Each young collection takes
+longer: 6-16 ms on average under that load, ~4.5 ms at 100 firings/s, against
+under 1 ms at 700. At 50,000 they reach 134 ms, with no better tail.
 
 The threshold trades throughput for tail lag, so it is a setting
-(`--gc-young-threshold`). Measured on the 2-core benchmark machine (one worker,
-alternating runs; docs/benchmarks.md, tenth session): a young collection took ~0.45
-ms at 700, ~1 ms at 2,000 and ~4.5 ms at 10,000 (at 100 firings/s); at 100/s, 2,000
-gave a max lag of 5-6 ms against 6-12 ms at 10,000. At 1,100/s and saturated the
-difference was within noise (one set of runs favoured 2,000 by a third on p99 at
-~6 % of throughput, another favoured 10,000). The default keeps throughput.
+(`--gc-young-threshold`). On the 2-core benchmark machine (one worker, alternating
+runs; docs/benchmarks.md, "Settings compared"), at 100 firings/s a young collection
+takes ~0.45 ms at 700, ~1 ms at 2,000 and ~4.5 ms at 10,000, and 2,000 gives a max
+lag of 5-6 ms against 6-12 ms at 10,000. At 1,100/s and saturated the difference is
+within noise (one set of runs favours 2,000 by a third on p99 at ~6 % of
+throughput, another favours 10,000). The default keeps throughput.
 
 `observe_pauses()` times every collection into `clockwork_gc_pause_seconds`, so a
 lag spike can be told apart from a collection (or shown to be one).

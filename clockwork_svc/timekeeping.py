@@ -23,11 +23,11 @@ as far as needed to enter that interval (to its nearest edge): with clocks that
 agree (NTP, or one machine) the estimate stays exact however slow the round trip,
 and a host whose clock is off moves to within one round trip of the store's.
 
-Taking the round trip's midpoint instead (as NTP does with symmetric paths) was
-wrong here: on a busy worker the request can wait hundreds of milliseconds on the
-client before it is sent, the reading lands near the end of the round trip, and a
-midpoint estimate ran 280 ms ahead, firing everything 280 ms early until the next
-sample (measured with `bench.fire`). Pure logic: the sampling call is injected.
+The round trip's midpoint (NTP's estimate for symmetric paths) is not used: on a
+busy worker the request can wait hundreds of milliseconds on the client before it
+is sent, the reading lands near the end of the round trip, and a midpoint estimate
+runs ahead (280 ms measured with `bench.fire`), firing everything that much early
+until the next sample. Pure logic: the sampling call is injected.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from clockwork_svc.errors import StoreUnavailable
 log = logging.getLogger(__name__)
 
 SKEW_WARNING_MS = 1_000
-"""A host clock further than this from cluster time is logged (it no longer matters
-to Clockwork, but it does to everything else on that host)."""
+"""A host clock further than this from cluster time is logged (Clockwork fires by
+cluster time, but everything else on that host reads its own clock)."""
 
 
 class StoreClock:

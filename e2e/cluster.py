@@ -213,8 +213,8 @@ class Cluster:
 
     async def stop(self) -> None:
         """Stop every process, then drop the cluster's keyspace. Every run makes a new
-        one; kept, they piled up over a session of benchmark and test runs until the
-        harness's Cassandra (1 GiB heap) died of an OutOfMemoryError."""
+        one; kept, they would pile up over many benchmark and test runs until the
+        harness's Cassandra (1 GiB heap) runs out of heap."""
         await _terminate([*self.workers, *([self.api] if self.api else [])])
         try:
             await drop_keyspace_for_tests([self.env["CLOCKWORK_CASSANDRA"]], self.keyspace)

@@ -30,13 +30,13 @@ READ_AHEAD_MS = 250
 
 The read (is the schedule still active, at this version?) is the one store round
 trip between a firing's due time and its delivery; done ahead, the delivery leaves
-at the due time and a slow read no longer adds to the firing lag. What keeps this
+at the due time and a slow read does not add to the firing lag. What keeps this
 safe: the api holds the acknowledgement of every change to an active schedule
 (update, pause, cancel) for `READ_AHEAD_MS` after the change is written. A read that
 missed the change was made before it was written, for an occurrence due at most
 `READ_AHEAD_MS` after the read, so before the acknowledgement: the promise "an
 occurrence due after the change was acknowledged is never sent under the old
-version" holds as before. Both sides use this one constant.
+version" holds. Both sides use this one constant.
 """
 
 # How far back FIRE_LATEST looks with a jump before iterating occurrence by occurrence.

@@ -220,7 +220,7 @@ class Worker:
         if not self._may_dispatch():
             # Ownership in doubt (the lease deadline is near): hold the firing back, do
             # not drop it. Its scanner still counts it as pending and will not read it
-            # again, so dropping it here lost it for as long as the shard stayed ours
+            # again, so dropping it here would lose it for as long as the shard stays ours
             # (a late keepalive answer that arrives after all keeps every shard).
             # If the shard is dropped meanwhile, the check above discards it.
             if not self._dispatch_paused:

@@ -75,7 +75,7 @@ _TUNING = {
     "transaction.state.log.num.partitions": "5",
     # After a kill -9 the restarted controller still holds the dead incarnation's
     # registration and rejects the new one (DUPLICATE_BROKER_REGISTRATION) until
-    # that session expires: with the 9 s default a restart took 12 s.  Heartbeats
+    # that session expires: with the 9 s default a restart takes ~12 s.  Heartbeats
     # are in-process here, so a 3 s session cannot time out spuriously short of
     # a multi-second stall of the whole JVM.
     "broker.heartbeat.interval.ms": "500",
