@@ -7,7 +7,7 @@ implementation (the embedded SQLite store and the Cassandra store) against it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from clockwork_svc.domain.model import (
@@ -60,6 +60,12 @@ class Store(Protocol):
     async def server_time_ms(self) -> int:
         """The store's own clock, ms since the epoch: the reference of cluster time
         (`clockwork_svc.timekeeping`). An embedded store answers with this host's."""
+
+    def use_write_timestamps(self, timestamps: Callable[[], int]) -> None:
+        """Stamp every later write with `timestamps()` (microseconds of cluster time)
+        where the store orders writes by timestamp (last write wins). A store that
+        orders them otherwise (the embedded one: one connection, in commit order)
+        ignores it."""
 
     # --- schedules ---------------------------------------------------------------
 

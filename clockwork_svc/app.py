@@ -10,7 +10,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from clockwork_svc import gc_policy
 from clockwork_svc.abc import Clock, Store, SystemClock
@@ -19,7 +19,7 @@ from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
 from clockwork_svc.delivery.kafka import KafkaSink
 from clockwork_svc.delivery.routing import RoutingSink
-from clockwork_svc.domain.model import ClusterLayout, ShardCursor
+from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.http_server import OpsServer
 from clockwork_svc.observability.metrics import Metrics
@@ -31,7 +31,7 @@ from clockwork_svc.timekeeping import StoreClock, WriteTimestamps
 from clockwork_svc.worker.worker import Worker
 
 if TYPE_CHECKING:
-    from clockwork_svc.coordination.etcd import EtcdLoadReader
+    from clockwork_svc.coordination.etcd import EtcdLoadReader, ShardHost
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +167,7 @@ async def start_node(
 async def _use_cluster_time(node: Node, clock: StoreClock, metrics: Metrics) -> None:
     """Anchor `clock` on the store's clock, stamp the store's writes with it, keep it
     anchored (`clockwork_svc.timekeeping`)."""
-    from clockwork_svc.storage.cassandra.store import CassandraStore
-
     store = node.store
-    assert isinstance(store, CassandraStore)
     store.use_write_timestamps(WriteTimestamps(clock))
     try:
         await clock.sync(store.server_time_ms)
@@ -213,13 +210,10 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     unsafe = settings.unsafe_disable_fencing_for_tests
     store = node.store
     if unsafe:
-        log.warning(
-            "UNSAFE: fencing is DISABLED (CLOCKWORK_UNSAFE_DISABLE_FENCING_FOR_TESTS=1): "
-            "this worker ignores its lease deadline, keeps its shards when its lease is "
-            "lost and ignores the store's shard epochs, so it may deliver firings it no "
-            "longer owns; for tests of the fault checker only"
-        )
-        store = cast(Store, _UnfencedStore(node.store))
+        from clockwork_svc.testing import fencing_off
+
+        log.warning(fencing_off.WARNING)
+        store = cast(Store, fencing_off.UnfencedStore(node.store))
     gate = _DispatchGate(coordinated=settings.etcd is not None, unsafe_ignore_lease=unsafe)
     node.worker = worker = Worker(
         store,
@@ -244,7 +238,7 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     metrics = node.metrics
     coordinator = EtcdCoordinator(
         settings.etcd,
-        _UnsafeHost(node.worker) if unsafe else node.worker,
+        _coordinated_host(node.worker, unsafe),
         node.layout.shard_count,
         clock,
         on_change=lambda kind, shard: metrics.ownership_changes.labels(kind).inc(),
@@ -256,6 +250,14 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
     gate.coordinator = coordinator
     node.coordinator = coordinator
     node.coordinator_task = asyncio.create_task(coordinator.run(), name="etcd-coordinator")
+
+
+def _coordinated_host(worker: Worker, unsafe: bool) -> ShardHost:
+    if not unsafe:
+        return worker
+    from clockwork_svc.testing import fencing_off
+
+    return fencing_off.UnsafeHost(worker)
 
 
 class _DispatchGate:
@@ -274,69 +276,6 @@ class _DispatchGate:
         if self.unsafe_ignore_lease:
             return self.coordinator is not None
         return self.coordinator is not None and self.coordinator.may_dispatch()
-
-
-class _UnsafeHost:
-    """UNSAFE, tests only: the worker as the coordinator sees it, except that losing the
-    lease does not stop its shards (`drop_all_shards` is ignored). A shard is still
-    given up when the coordinator's next session finds its key gone (`release_shard`)."""
-
-    def __init__(self, worker: Worker) -> None:
-        self._worker = worker
-
-    @property
-    def owned_shards(self) -> dict[int, int]:
-        return self._worker.owned_shards
-
-    def add_shard(self, shard: int, epoch: int) -> None:
-        self._worker.add_shard(shard, epoch)
-
-    async def release_shard(self, shard: int) -> None:
-        await self._worker.release_shard(shard)
-
-    async def drop_all_shards(self) -> None:
-        if self._worker.owned_shards:
-            log.warning("UNSAFE: lease in doubt, keeping %d shards", len(self._worker.owned_shards))
-
-
-class _UnfencedStore:
-    """UNSAFE, tests only: the worker's store with the epoch fence switched off.
-
-    A cursor write that the store rejects because a newer epoch owns the shard is
-    applied anyway (re-issued under the stored epoch) and reported as accepted, and a
-    stale acquire gets the stored cursor: a fenced-off owner keeps its shards and its
-    cursor writes land. Everything else goes to the real store unchanged.
-    """
-
-    def __init__(self, inner: Store) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def acquire_shard(self, shard: int, epoch: int) -> ShardCursor | None:
-        cursor = await self._inner.acquire_shard(shard, epoch)
-        if cursor is not None:
-            return cursor
-        stored = await self._inner.load_cursor(shard)
-        log.warning("UNSAFE: shard %d acquired with stale epoch %d (%s)", shard, epoch, stored)
-        position = stored.position_ms if stored is not None else (await self.layout()).created_ms
-        return ShardCursor(shard, position, epoch)
-
-    async def advance_cursor(self, shard: int, position_ms: int, epoch: int) -> bool:
-        if await self._inner.advance_cursor(shard, position_ms, epoch):
-            return True
-        stored = await self._inner.load_cursor(shard)
-        if stored is not None:
-            await self._inner.advance_cursor(shard, position_ms, stored.epoch)
-            log.warning(
-                "UNSAFE: stale cursor write applied: shard %d to %d with epoch %d over epoch %d",
-                shard,
-                position_ms,
-                epoch,
-                stored.epoch,
-            )
-        return True
 
 
 @contextlib.asynccontextmanager

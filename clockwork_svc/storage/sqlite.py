@@ -120,6 +120,9 @@ class SqliteStore:
     async def server_time_ms(self) -> int:
         return SystemClock().now_ms()  # embedded: the store's clock is this host's
 
+    def use_write_timestamps(self, timestamps: Callable[[], int]) -> None:
+        """Writes are ordered by commit on the one connection, not by timestamp."""
+
     async def layout(self) -> ClusterLayout:
         if self._layout is not None:
             return self._layout

@@ -41,10 +41,10 @@ from pathlib import Path
 
 import pytest
 
-from clockwork_svc.app import _UnfencedStore
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.settings import UNSAFE_DISABLE_FENCING_ENV, ProcessSettings
 from clockwork_svc.storage.sqlite import SqliteStore
+from clockwork_svc.testing.fencing_off import UnfencedStore
 from e2e.checker import Report, Window
 from e2e.cluster import Cluster, now_ms, settle
 from e2e.sink import RecordingSink
@@ -129,7 +129,7 @@ async def test_unfenced_store_applies_a_stale_cursor_write(tmp_path: Path) -> No
         assert await store.acquire_shard(0, epoch=5) is not None
         assert await store.acquire_shard(0, epoch=9) is not None  # a newer owner
         assert not await store.advance_cursor(0, 2_000, epoch=5)  # fenced, as shipped
-        unfenced = _UnfencedStore(store)
+        unfenced = UnfencedStore(store)
         assert await unfenced.advance_cursor(0, 3_000, epoch=5)  # the fence is off
         cursor = await store.load_cursor(0)
         assert cursor is not None and (cursor.position_ms, cursor.epoch) == (3_000, 9)

@@ -1,0 +1,1 @@
+"""Support for tests that must run inside Clockwork's own processes."""
