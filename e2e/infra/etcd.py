@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .process import file_lock, tail
-from .server import InfraError, LaunchSpec, ProbeError, Running, Server, Status
+from .server import InfraError, LaunchSpec, ProbeError, Running, Status, VersionedServer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ _BINARIES = {
 }
 
 
-class Etcd(Server):
+class Etcd(VersionedServer):
     """Single-member etcd; ports: ``client`` (gRPC + HTTP, published) and ``peer`` (raft)."""
 
     name = "etcd"
@@ -78,30 +78,23 @@ class Etcd(Server):
     port_names = ("client", "peer")
     ready_timeout = 60.0
     stop_timeout = 15.0
+    # ``<cache>/etcd-<version>``: ``src/`` (wrapper module), ``bin/``, build.log, marker.
+    dist_prefix = "etcd"
+    default_version = ETCD_VERSION
 
     def __init__(
         self,
         state_dir: Path | None = None,
         cache_dir: Path | None = None,
         *,
-        version: str = ETCD_VERSION,
+        version: str | None = None,
         log_level: str = "info",
     ) -> None:
         """``log_level`` is etcd's ``--log-level`` (``debug``/``info``/``warn``/``error``)."""
-        super().__init__(state_dir, cache_dir)
-        self.version = version
+        super().__init__(state_dir, cache_dir, version=version)
         self.log_level = log_level
 
     # --- cache layout -----------------------------------------------------------
-
-    @property
-    def dist_dir(self) -> Path:
-        """``<cache>/etcd-<version>``: ``src/`` (wrapper module), ``bin/``, build.log, marker."""
-        return self.cache_dir / f"etcd-{self.version}"
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.dist_dir / "bin"
 
     @property
     def etcd_bin(self) -> Path:

@@ -47,7 +47,7 @@ from typing import Any, TextIO
 from . import podnet
 from .etcd import Etcd, _go, _go_env, _run
 from .process import file_lock, wait_for_exit
-from .server import InfraError, LaunchSpec, ProbeError, Server
+from .server import InfraError, LaunchSpec, ProbeError, VersionedServer
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ _KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler",
 _BINARIES = (*_KUBE_BINARIES, "kwok", "helm")
 
 
-class Kube(Server):
+class Kube(VersionedServer):
     """Ports: ``apiserver`` (published), ``etcd``/``etcd_peer`` (its own member),
     ``scheduler`` and ``kwok`` (their health/metrics listeners)."""
 
@@ -153,26 +153,10 @@ class Kube(Server):
     port_names = ("apiserver", "etcd", "etcd_peer", "scheduler", "kwok")
     ready_timeout = 180.0
     stop_timeout = 20.0
+    dist_prefix = "kubernetes"
+    default_version = KUBE_VERSION
 
-    def __init__(
-        self,
-        state_dir: Path | None = None,
-        cache_dir: Path | None = None,
-        *,
-        version: str = KUBE_VERSION,
-    ) -> None:
-        super().__init__(state_dir, cache_dir)
-        self.version = version
-
-    # --- cache layout -----------------------------------------------------------
-
-    @property
-    def dist_dir(self) -> Path:
-        return self.cache_dir / f"kubernetes-{self.version}"
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.dist_dir / "bin"
+    # --- layout -----------------------------------------------------------------
 
     @property
     def kubeconfig(self) -> Path:

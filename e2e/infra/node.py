@@ -58,7 +58,7 @@ from .kube import (
     supervisor,
 )
 from .process import file_lock, wait_for_exit
-from .server import InfraError, LaunchSpec, ProbeError, Server
+from .server import InfraError, LaunchSpec, ProbeError, VersionedServer
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ _TOOLS = {"containerd": "containerd", "ctr": "containerd", "runc": "runc", "ipta
           "debootstrap": "debootstrap"}  # fmt: skip
 
 
-class Node(Server):
+class Node(VersionedServer):
     """Ports: ``kubelet`` (its API, on the pod gateway), ``kubelet_health``,
     ``proxy_health``, ``proxy_metrics``, ``dns_health`` (on 127.0.0.1). CoreDNS
     serves on the gateway's port 53."""
@@ -84,26 +84,10 @@ class Node(Server):
     port_names = ("kubelet", "kubelet_health", "proxy_health", "proxy_metrics", "dns_health")
     ready_timeout = 180.0
     stop_timeout = 40.0
-
-    def __init__(
-        self,
-        state_dir: Path | None = None,
-        cache_dir: Path | None = None,
-        *,
-        version: str = KUBE_VERSION,
-    ) -> None:
-        super().__init__(state_dir, cache_dir)
-        self.version = version
+    dist_prefix = "node"
+    default_version = KUBE_VERSION
 
     # --- layout -----------------------------------------------------------------
-
-    @property
-    def dist_dir(self) -> Path:
-        return self.cache_dir / f"node-{self.version}"
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.dist_dir / "bin"
 
     @property
     def containerd_socket(self) -> Path:

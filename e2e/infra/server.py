@@ -408,3 +408,29 @@ class Running:
 
     def __repr__(self) -> str:
         return f"<Running {self.name} pid={self.pid} {self.address}>"
+
+
+class VersionedServer(Server):
+    """A server whose binaries are built or unpacked, per version, into
+    ``<cache>/<dist_prefix>-<version>/bin``."""
+
+    dist_prefix: ClassVar[str]
+    default_version: ClassVar[str]
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        cache_dir: Path | None = None,
+        *,
+        version: str | None = None,
+    ) -> None:
+        super().__init__(state_dir, cache_dir)
+        self.version = version or self.default_version
+
+    @property
+    def dist_dir(self) -> Path:
+        return self.cache_dir / f"{self.dist_prefix}-{self.version}"
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.dist_dir / "bin"
