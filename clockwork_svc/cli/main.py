@@ -23,6 +23,7 @@ from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.settings import (
+    DEV_SHARD_COUNT,
     ApiSettings,
     CassandraSettings,
     EtcdSettings,
@@ -283,9 +284,11 @@ def _is_loopback(listen: str) -> bool:
 @click.option(
     "--shards",
     type=click.IntRange(1, 4096),
-    default=16,
+    default=DEV_SHARD_COUNT,
     show_default=True,
-    help="Shard count (only when the data dir is new).",
+    help="Shard count (only when the data dir is new). Fewer than a cluster's "
+    f"{LayoutSettings().shard_count} (`schema migrate --shards`): here one process owns "
+    "every shard and reads each one every second, even when idle.",
 )
 @_api_options
 @_ops_options
@@ -414,7 +417,7 @@ def schema() -> None:
 @click.option(
     "--shards",
     type=click.IntRange(1, 65536),
-    default=256,
+    default=LayoutSettings().shard_count,
     show_default=True,
     help="Shard count, fixed at cluster creation.",
 )
