@@ -11,8 +11,9 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def option_group(name: str, build: Callable[..., object], *options: Decorator) -> Decorator:
-    """Add `options` (click option decorators, in order) to a command, which receives
-    `build(**their values)` as its keyword argument `name` instead of the values.
+    """Add `options` (click option decorators, applied in this order, so `--help` lists
+    the last first) to a command, which receives `build(**their values)` as its keyword
+    argument `name` instead of the values.
 
     `build` names and types each value: its parameters are the options' names as click
     makes them (`--cassandra-user` -> `cassandra_user`). It runs when the command does,
