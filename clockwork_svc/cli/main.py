@@ -176,15 +176,22 @@ _api_options = option_group(
         help="Comma-separated TENANT:TOKEN pairs accepted by the API.",
     ),
     click.option(
-        "--tls-cert", type=click.Path(exists=True, path_type=Path), envvar="CLOCKWORK_TLS_CERT"
+        "--tls-cert",
+        type=click.Path(exists=True, path_type=Path),
+        envvar="CLOCKWORK_TLS_CERT",
+        default=None,
     ),
     click.option(
-        "--tls-key", type=click.Path(exists=True, path_type=Path), envvar="CLOCKWORK_TLS_KEY"
+        "--tls-key",
+        type=click.Path(exists=True, path_type=Path),
+        envvar="CLOCKWORK_TLS_KEY",
+        default=None,
     ),
     click.option(
         "--tls-client-ca",
         type=click.Path(exists=True, path_type=Path),
         envvar="CLOCKWORK_TLS_CLIENT_CA",
+        default=None,
         help="Require client certificates signed by this CA (mutual TLS).",
     ),
     click.option(
