@@ -48,9 +48,17 @@ class StoreSettings:
 class LayoutSettings:
     """Applied only when a cluster (keyspace or SQLite file) is created; fixed afterwards."""
 
-    shard_count: int = 64
+    # A cluster's (`clockwork schema migrate`): the most workers that can share the
+    # firings, so sized for growth (docs/operations.md, "Sizing the cluster layout").
+    shard_count: int = 256
     # Width of a firings partition; sized so a partition stays well under 100k rows.
     bucket_ms: int = 60_000
+
+
+DEV_SHARD_COUNT = 16
+"""Shard count of a new `clockwork dev` data dir, lower than a cluster's
+(`LayoutSettings.shard_count`): its one process owns every shard, no other worker can
+take any, and each owned shard costs a read every second even when idle."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,10 @@ from typing import Any
 
 import click
 
+from clockwork_svc.settings import EtcdSettings
+
+_DEFAULT = EtcdSettings()
+
 
 @click.group()
 def cluster() -> None:
@@ -18,11 +22,13 @@ def cluster() -> None:
 @click.option(
     "--etcd",
     envvar="CLOCKWORK_ETCD",
-    default="127.0.0.1:2379",
+    default=_DEFAULT.endpoint,
     show_default=True,
     help="etcd HOST:PORT.",
 )
-@click.option("--cluster-name", envvar="CLOCKWORK_CLUSTER", default="default", show_default=True)
+@click.option(
+    "--cluster-name", envvar="CLOCKWORK_CLUSTER", default=_DEFAULT.cluster, show_default=True
+)
 @click.option("--json", "as_json", is_flag=True)
 def status(etcd: str, cluster_name: str, as_json: bool) -> None:
     """Show live workers, the shards each owns (with epochs) and unowned shards."""

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import time_ms
 from clockwork_svc.cli.schedules import client_options, print_json, run_client
+from clockwork_svc.client import ClientSettings
 from clockwork_svc.server.convert import ms_to_ts
 
 
-def _range_options(fn: Any) -> Any:
-    fn = click.option("--since", help="ISO 8601 start (default: 7 days ago).")(fn)
-    fn = click.option("--until", help="ISO 8601 end, exclusive (default: now).")(fn)
-    fn = click.option("--key", default="", help="Only this schedule's dead letters.")(fn)
-    return fn
-
-
-def _range(kw: dict[str, Any]) -> pb.DeadLetterRange:
-    window = pb.DeadLetterRange(key=kw["key"])
-    if kw["since"]:
-        window.since.CopyFrom(ms_to_ts(time_ms(kw["since"], "--since")))
-    if kw["until"]:
-        window.until.CopyFrom(ms_to_ts(time_ms(kw["until"], "--until")))
+def _range(since: str | None, until: str | None, key: str) -> pb.DeadLetterRange:
+    window = pb.DeadLetterRange(key=key)
+    if since:
+        window.since.CopyFrom(ms_to_ts(time_ms(since, "--since")))
+    if until:
+        window.until.CopyFrom(ms_to_ts(time_ms(until, "--until")))
     return window
+
+
+_range_options = option_group(
+    "window",
+    _range,
+    click.option("--since", help="ISO 8601 start (default: 7 days ago)."),
+    click.option("--until", help="ISO 8601 end, exclusive (default: now)."),
+    click.option("--key", default="", help="Only this schedule's dead letters."),
+)
 
 
 @click.group()
@@ -38,10 +40,16 @@ def dlq() -> None:
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
 @client_options
-def list_(**kw: Any) -> None:
+def list_(
+    window: pb.DeadLetterRange,
+    page_size: int,
+    page_token: str,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
     """List dead letters, oldest first."""
-    reply = run_client(lambda c: c.dead_letters(_range(kw), kw["page_size"], kw["page_token"]), kw)
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.dead_letters(window, page_size, page_token), client)
+    if as_json:
         print_json(reply)
         return
     for d in reply.dead_letters:
@@ -67,12 +75,18 @@ def list_(**kw: Any) -> None:
 )
 @click.option("--again", is_flag=True, help="Also redrive letters already redriven.")
 @client_options
-def redrive(**kw: Any) -> None:
+def redrive(
+    window: pb.DeadLetterRange,
+    firing_ids: tuple[str, ...],
+    again: bool,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
     """Deliver dead letters again now (same delivery id, fresh attempts)."""
-    if not (kw["firing_ids"] or kw["key"] or kw["since"] or kw["until"]):
+    if not (firing_ids or window.key or window.HasField("since") or window.HasField("until")):
         click.confirm("Redrive every dead letter of the last 7 days?", abort=True)
-    reply = run_client(lambda c: c.redrive(_range(kw), kw["firing_ids"], kw["again"]), kw)
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.redrive(window, firing_ids, again), client)
+    if as_json:
         print_json(reply)
         return
     click.echo(f"redriven: {reply.redriven}  skipped: {reply.skipped}")

@@ -1,5 +1,9 @@
 """`clockwork` command line: process commands (dev, api, worker, schema) and the
 client commands from clockwork_svc.cli.schedules.
+
+Every flag's default is the default of the setting it fills (clockwork_svc/settings.py),
+read from `_DEFAULT`; a flag group reaches its command as one settings object
+(clockwork_svc/cli/options.py).
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from typing import Any
 import click
 
 from clockwork_svc.cli import cluster, dead_letters, schedules, tenants
-from clockwork_svc.cli.parsing import duration_ms, host_port
+from clockwork_svc.cli.options import option_group
+from clockwork_svc.cli.parsing import duration_ms, duration_text, host_of, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
-from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
+from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
-from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
+from clockwork_svc.server.grpc_server import TlsSettings
 from clockwork_svc.settings import (
+    DEV_SHARD_COUNT,
     ApiSettings,
     CassandraSettings,
     EtcdSettings,
@@ -31,6 +37,12 @@ from clockwork_svc.settings import (
     ProcessSettings,
     StoreSettings,
 )
+from clockwork_svc.worker.worker import WorkerSettings
+
+_DEFAULT = ProcessSettings()
+"""The settings as they are without flags: the flags' defaults."""
+_DEFAULT_ETCD = EtcdSettings()
+"""What --etcd fills in (`_DEFAULT.etcd` is None: without etcd one worker owns every shard)."""
 
 _MESSAGE_OVERHEAD = 64 * 1024
 """Room in a request for everything but the payload (spec, key, headers)."""
@@ -63,130 +75,224 @@ def _run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
-def _ops_options(fn: Any) -> Any:
-    fn = click.option(
+def _ops_settings(ops_listen: str, log_level: str, gc_young_threshold: int) -> OpsSettings:
+    host, port = host_port(ops_listen, "--ops-listen", _DEFAULT.ops.port)
+    return OpsSettings(
+        host=host, port=port, log_level=log_level, gc_young_threshold=gc_young_threshold
+    )
+
+
+_ops_options = option_group(
+    "ops",
+    _ops_settings,
+    click.option(
         "--ops-listen",
         envvar="CLOCKWORK_OPS_LISTEN",
-        default="127.0.0.1:9464",
+        default=f"{_DEFAULT.ops.host}:{_DEFAULT.ops.port}",
         show_default=True,
         help="HOST:PORT for /metrics, /healthz, /readyz (port 0 picks a free one).",
-    )(fn)
-    fn = click.option(
-        "--log-level", envvar="CLOCKWORK_LOG_LEVEL", default="INFO", show_default=True
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
+        "--log-level",
+        envvar="CLOCKWORK_LOG_LEVEL",
+        default=_DEFAULT.ops.log_level,
+        show_default=True,
+    ),
+    click.option(
         "--gc-young-threshold",
         envvar="CLOCKWORK_GC_YOUNG_THRESHOLD",
         type=click.IntRange(MIN_YOUNG_THRESHOLD, MAX_YOUNG_THRESHOLD),
-        default=YOUNG_THRESHOLD,
+        default=_DEFAULT.ops.gc_young_threshold,
         show_default=True,
         help="Allocations between collections of Python's youngest GC generation: lower "
         "gives shorter, more frequent pauses (a tighter lag tail), higher more throughput.",
-    )(fn)
-    return fn
+    ),
+)
 
 
-def _api_options(fn: Any) -> Any:
-    fn = click.option(
+def _api_settings(
+    listen: str,
+    admin_token: str | None,
+    api_tokens: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_client_ca: Path | None,
+    max_payload: int,
+    max_message_size: int,
+) -> ApiSettings:
+    """Without credentials the API runs unauthenticated, which only loopback allows."""
+    loopback = is_loopback_host(host_of(listen, "--listen"))
+    try:
+        auth = AuthSettings.from_pairs(api_tokens, enabled=True, admin_token=admin_token or "")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--api-tokens/--admin-token") from exc
+    if not auth.has_credentials:
+        if not loopback:
+            raise click.UsageError(
+                "no credentials: pass --admin-token (and issue tenant tokens with `clockwork "
+                "tenant create`) and/or --api-tokens TENANT:TOKEN[,...]"
+            )
+        auth = dataclasses.replace(auth, enabled=False)
+    tls = None
+    if tls_cert or tls_key:
+        if not (tls_cert and tls_key):
+            raise click.UsageError("--tls-cert and --tls-key go together")
+        tls = TlsSettings(cert_file=tls_cert, key_file=tls_key, client_ca_file=tls_client_ca)
+    if max_message_size < max_payload + _MESSAGE_OVERHEAD:
+        raise click.BadParameter(
+            f"must be at least --max-payload + {_MESSAGE_OVERHEAD} "
+            f"({max_payload + _MESSAGE_OVERHEAD}): a largest payload must fit in a request",
+            param_hint="--max-message-size",
+        )
+    return ApiSettings(
+        listen=listen,
+        auth=auth,
+        tls=tls,
+        limits=Limits(max_payload_bytes=max_payload),
+        max_message_bytes=max_message_size,
+    )
+
+
+_api_options = option_group(
+    "api",
+    _api_settings,
+    click.option(
         "--listen",
         envvar="CLOCKWORK_LISTEN",
-        default="127.0.0.1:7070",
+        default=_DEFAULT.api.listen,
         show_default=True,
         help="gRPC HOST:PORT.",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--admin-token",
         envvar="CLOCKWORK_ADMIN_TOKEN",
         default=None,
         help="Admin credential: tenant administration, and acting for any tenant.",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--api-tokens",
         envvar="CLOCKWORK_API_TOKENS",
         default="",
         help="Comma-separated TENANT:TOKEN pairs accepted by the API.",
-    )(fn)
-    fn = click.option(
-        "--tls-cert", type=click.Path(exists=True, path_type=Path), envvar="CLOCKWORK_TLS_CERT"
-    )(fn)
-    fn = click.option(
-        "--tls-key", type=click.Path(exists=True, path_type=Path), envvar="CLOCKWORK_TLS_KEY"
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
+        "--tls-cert",
+        type=click.Path(exists=True, path_type=Path),
+        envvar="CLOCKWORK_TLS_CERT",
+        default=None,
+    ),
+    click.option(
+        "--tls-key",
+        type=click.Path(exists=True, path_type=Path),
+        envvar="CLOCKWORK_TLS_KEY",
+        default=None,
+    ),
+    click.option(
         "--tls-client-ca",
         type=click.Path(exists=True, path_type=Path),
         envvar="CLOCKWORK_TLS_CLIENT_CA",
+        default=None,
         help="Require client certificates signed by this CA (mutual TLS).",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--max-payload",
         envvar="CLOCKWORK_MAX_PAYLOAD",
-        default=65536,
+        default=_DEFAULT.api.limits.max_payload_bytes,
         show_default=True,
         type=click.IntRange(1, 4 * 1024 * 1024),
         help="Largest payload accepted, in bytes.",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--max-message-size",
         envvar="CLOCKWORK_MAX_MESSAGE_SIZE",
-        default=MAX_MESSAGE_BYTES,
+        default=_DEFAULT.api.max_message_bytes,
         show_default=True,
         type=click.IntRange(64 * 1024, 256 * 1024 * 1024),
         help="Largest gRPC request or response, in bytes; larger requests are refused "
         "RESOURCE_EXHAUSTED before any handler runs. At least --max-payload + 64 KiB.",
-    )(fn)
-    return fn
+    ),
+)
 
 
-def _cassandra_options(fn: Any) -> Any:
-    fn = click.option(
+def _cassandra_settings(
+    cassandra: str,
+    keyspace: str,
+    local_dc: str | None,
+    cassandra_user: str | None,
+    cassandra_password: str | None,
+    cassandra_connect_timeout: float,
+    cassandra_write_batch: int,
+    cassandra_batch_linger_ms: float,
+) -> CassandraSettings:
+    points = tuple(p.strip() for p in cassandra.split(",") if p.strip())
+    for point in points:
+        host_of(point, "--cassandra")
+    return CassandraSettings(
+        contact_points=points,
+        keyspace=keyspace,
+        local_dc=local_dc,
+        username=cassandra_user,
+        password=cassandra_password,
+        connect_timeout_s=cassandra_connect_timeout,
+        write_batch=cassandra_write_batch,
+        batch_linger_ms=cassandra_batch_linger_ms,
+    )
+
+
+_CASSANDRA = _DEFAULT.store.cassandra
+_cassandra_options = option_group(
+    "cassandra",
+    _cassandra_settings,
+    click.option(
         "--cassandra",
         envvar="CLOCKWORK_CASSANDRA",
-        default="127.0.0.1:9042",
+        default=",".join(_CASSANDRA.contact_points),
         show_default=True,
         help="Comma-separated HOST:PORT contact points.",
-    )(fn)
-    fn = click.option(
-        "--keyspace", envvar="CLOCKWORK_KEYSPACE", default="clockwork", show_default=True
-    )(fn)
-    fn = click.option("--local-dc", envvar="CLOCKWORK_CASSANDRA_DC", default=None)(fn)
-    fn = click.option("--cassandra-user", envvar="CLOCKWORK_CASSANDRA_USER", default=None)(fn)
-    fn = click.option("--cassandra-password", envvar="CLOCKWORK_CASSANDRA_PASSWORD", default=None)(
-        fn
-    )
-    fn = click.option(
+    ),
+    click.option(
+        "--keyspace", envvar="CLOCKWORK_KEYSPACE", default=_CASSANDRA.keyspace, show_default=True
+    ),
+    click.option("--local-dc", envvar="CLOCKWORK_CASSANDRA_DC", default=_CASSANDRA.local_dc),
+    click.option(
+        "--cassandra-user", envvar="CLOCKWORK_CASSANDRA_USER", default=_CASSANDRA.username
+    ),
+    click.option(
+        "--cassandra-password", envvar="CLOCKWORK_CASSANDRA_PASSWORD", default=_CASSANDRA.password
+    ),
+    click.option(
         "--cassandra-connect-timeout",
         envvar="CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT",
         type=click.FloatRange(0, 3600),
-        default=120.0,
+        default=_CASSANDRA.connect_timeout_s,
         show_default=True,
         help="Seconds to keep retrying an unreachable cluster at start-up.",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--cassandra-write-batch",
         envvar="CLOCKWORK_CASSANDRA_WRITE_BATCH",
         type=click.IntRange(1, 256),
-        default=128,
+        default=_CASSANDRA.write_batch,
         show_default=True,
         help="Most per-firing upserts a worker sends as one batch request (1: each alone).",
-    )(fn)
-    fn = click.option(
+    ),
+    click.option(
         "--cassandra-batch-linger-ms",
         envvar="CLOCKWORK_CASSANDRA_BATCH_LINGER_MS",
         type=click.FloatRange(0, 100),
-        default=20.0,
+        default=_CASSANDRA.batch_linger_ms,
         show_default=True,
         help="How long a worker gathers per-firing upserts and read-ahead schedule reads "
         "into one request (0: one event-loop turn).",
-    )(fn)
-    return fn
+    ),
+)
 
 
-def _targets_option(fn: Any) -> Any:
+def _targets_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--kafka",
         envvar="CLOCKWORK_KAFKA",
-        default=None,
+        default=_DEFAULT.kafka,
         help="Kafka bootstrap servers HOST:PORT[,...] for schedules with a Kafka target.",
     )(fn)
     return click.option(
@@ -197,85 +303,19 @@ def _targets_option(fn: Any) -> Any:
     )(fn)
 
 
-def _cassandra_settings(kw: dict[str, Any]) -> CassandraSettings:
-    points = tuple(p.strip() for p in kw["cassandra"].split(",") if p.strip())
-    for point in points:
-        host_port(point, "--cassandra", 9042)
-    return CassandraSettings(
-        points,
-        kw["keyspace"],
-        kw["local_dc"],
-        kw["cassandra_user"],
-        kw["cassandra_password"],
-        kw["cassandra_connect_timeout"],
-        kw["cassandra_write_batch"],
-        kw["cassandra_batch_linger_ms"],
-    )
-
-
-def _api_settings(kw: dict[str, Any], auth_required: bool) -> ApiSettings:
+def _target_policy(allow_private_targets: str, *, allow_loopback: bool) -> AddressPolicy:
     try:
-        auth = AuthSettings.from_pairs(
-            kw["api_tokens"], enabled=True, admin_token=kw["admin_token"] or ""
-        )
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--api-tokens/--admin-token") from exc
-    if not auth.has_credentials:
-        if auth_required:
-            raise click.UsageError(
-                "no credentials: pass --admin-token (and issue tenant tokens with `clockwork "
-                "tenant create`) and/or --api-tokens TENANT:TOKEN[,...]"
-            )
-        auth = dataclasses.replace(auth, enabled=False)
-    tls = None
-    if kw["tls_cert"] or kw["tls_key"]:
-        if not (kw["tls_cert"] and kw["tls_key"]):
-            raise click.UsageError("--tls-cert and --tls-key go together")
-        tls = TlsSettings(kw["tls_cert"], kw["tls_key"], kw["tls_client_ca"])
-    host_port(kw["listen"], "--listen", 7070)
-    if kw["max_message_size"] < kw["max_payload"] + _MESSAGE_OVERHEAD:
-        raise click.BadParameter(
-            f"must be at least --max-payload + {_MESSAGE_OVERHEAD} "
-            f"({kw['max_payload'] + _MESSAGE_OVERHEAD}): a largest payload must fit in a request",
-            param_hint="--max-message-size",
-        )
-    return ApiSettings(
-        listen=kw["listen"],
-        auth=auth,
-        tls=tls,
-        limits=Limits(max_payload_bytes=kw["max_payload"]),
-        max_message_bytes=kw["max_message_size"],
-    )
-
-
-def _ops_settings(kw: dict[str, Any]) -> OpsSettings:
-    host, port = host_port(kw["ops_listen"], "--ops-listen", 9464)
-    return OpsSettings(
-        host=host,
-        port=port,
-        log_level=kw["log_level"],
-        gc_young_threshold=kw["gc_young_threshold"],
-    )
-
-
-def _target_policy(kw: dict[str, Any], allow_loopback: bool) -> AddressPolicy:
-    try:
-        networks = parse_networks(kw["allow_private_targets"])
+        networks = parse_networks(allow_private_targets)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--allow-private-targets") from exc
     return AddressPolicy(allow_loopback=allow_loopback, allowed_networks=networks)
-
-
-def _is_loopback(listen: str) -> bool:
-    host, _ = host_port(listen, "--listen", 7070)
-    return is_loopback_host(host)
 
 
 @cli.command()
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".clockwork"),
+    default=_DEFAULT.store.sqlite_path.parent,
     show_default=True,
     envvar="CLOCKWORK_DATA_DIR",
     help="Where the embedded store keeps its file.",
@@ -283,28 +323,36 @@ def _is_loopback(listen: str) -> bool:
 @click.option(
     "--shards",
     type=click.IntRange(1, 4096),
-    default=16,
+    default=DEV_SHARD_COUNT,
     show_default=True,
-    help="Shard count (only when the data dir is new).",
+    help="Shard count (only when the data dir is new). Fewer than a cluster's "
+    f"{_DEFAULT.layout.shard_count} (`schema migrate --shards`): here one process owns "
+    "every shard and reads each one every second, even when idle.",
 )
 @_api_options
 @_ops_options
 @_targets_option
-def dev(**kw: Any) -> None:
+def dev(
+    data_dir: Path,
+    shards: int,
+    api: ApiSettings,
+    ops: OpsSettings,
+    kafka: str | None,
+    allow_private_targets: str,
+) -> None:
     """Run api + worker in one process on the embedded SQLite store.
 
     Callbacks to loopback addresses are allowed in this mode only. Without
     --api-tokens the API runs without authentication, which is allowed only when it
     listens on loopback; the tenant then comes from the `clockwork-tenant` metadata.
     """
-    loopback = _is_loopback(kw["listen"])
     settings = ProcessSettings(
-        store=StoreSettings(kind="sqlite", sqlite_path=kw["data_dir"] / "clockwork.db"),
-        layout=LayoutSettings(shard_count=kw["shards"]),
-        api=_api_settings(kw, auth_required=not loopback),
-        ops=_ops_settings(kw),
-        targets=_target_policy(kw, allow_loopback=True),
-        kafka=kw["kafka"],
+        store=StoreSettings(kind="sqlite", sqlite_path=data_dir / _DEFAULT.store.sqlite_path.name),
+        layout=LayoutSettings(shard_count=shards),
+        api=api,
+        ops=ops,
+        targets=_target_policy(allow_private_targets, allow_loopback=True),
+        kafka=kafka,
     )
     _run(settings, api=True, worker=True)
 
@@ -313,7 +361,7 @@ def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option(
         "--cluster-name",
         envvar="CLOCKWORK_CLUSTER",
-        default="default",
+        default=_DEFAULT_ETCD.cluster,
         show_default=True,
         help="Workers of one cluster share shards (etcd key prefix).",
     )(fn)
@@ -326,21 +374,42 @@ def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def _etcd_settings(
+    etcd: str | None, cluster_name: str, lease_ttl_s: int = _DEFAULT_ETCD.lease_ttl_s
+) -> EtcdSettings | None:
+    if not etcd:
+        return None
+    host_of(etcd, "--etcd")
+    return EtcdSettings(
+        endpoint=etcd,
+        cluster=cluster_name,
+        lease_ttl_s=lease_ttl_s,
+        safety_margin_s=max(1.0, lease_ttl_s / 4),
+    )
+
+
 @cli.command()
 @_cassandra_options
 @_api_options
 @_ops_options
 @_targets_option
 @_etcd_options
-def api(**kw: Any) -> None:
+def api(
+    cassandra: CassandraSettings,
+    api: ApiSettings,
+    ops: OpsSettings,
+    kafka: str | None,  # accepted like the worker's; an api delivers nothing
+    allow_private_targets: str,
+    etcd: str | None,
+    cluster_name: str,
+) -> None:
     """Run the stateless gRPC API against Cassandra."""
-    kw.setdefault("lease_ttl", 6)
     settings = ProcessSettings(
-        store=StoreSettings(kind="cassandra", cassandra=_cassandra_settings(kw)),
-        api=_api_settings(kw, auth_required=not _is_loopback(kw["listen"])),
-        ops=_ops_settings(kw),
-        targets=_target_policy(kw, allow_loopback=False),
-        etcd=_etcd_settings(kw),
+        store=StoreSettings(kind="cassandra", cassandra=cassandra),
+        api=api,
+        ops=ops,
+        targets=_target_policy(allow_private_targets, allow_loopback=False),
+        etcd=_etcd_settings(etcd, cluster_name),
     )
     _run(settings, api=True, worker=False)
 
@@ -352,7 +421,7 @@ def api(**kw: Any) -> None:
 @click.option(
     "--max-concurrent-deliveries",
     type=click.IntRange(1, 100_000),
-    default=512,
+    default=_DEFAULT.worker.max_concurrent_deliveries,
     show_default=True,
     envvar="CLOCKWORK_MAX_CONCURRENT_DELIVERIES",
 )
@@ -361,36 +430,30 @@ def api(**kw: Any) -> None:
     "--lease-ttl",
     envvar="CLOCKWORK_LEASE_TTL",
     type=click.IntRange(2, 300),
-    default=6,
+    default=_DEFAULT_ETCD.lease_ttl_s,
     show_default=True,
     help="etcd lease TTL in seconds (failover time).",
 )
-def worker(**kw: Any) -> None:
+def worker(
+    cassandra: CassandraSettings,
+    ops: OpsSettings,
+    kafka: str | None,
+    allow_private_targets: str,
+    max_concurrent_deliveries: int,
+    etcd: str | None,
+    cluster_name: str,
+    lease_ttl: int,
+) -> None:
     """Run a worker against Cassandra: scan due firings and deliver them."""
-    from clockwork_svc.worker.worker import WorkerSettings
-
     settings = ProcessSettings(
-        store=StoreSettings(kind="cassandra", cassandra=_cassandra_settings(kw)),
-        ops=_ops_settings(kw),
-        targets=_target_policy(kw, allow_loopback=False),
-        worker=WorkerSettings(max_concurrent_deliveries=kw["max_concurrent_deliveries"]),
-        etcd=_etcd_settings(kw),
-        kafka=kw["kafka"],
+        store=StoreSettings(kind="cassandra", cassandra=cassandra),
+        ops=ops,
+        targets=_target_policy(allow_private_targets, allow_loopback=False),
+        worker=WorkerSettings(max_concurrent_deliveries=max_concurrent_deliveries),
+        etcd=_etcd_settings(etcd, cluster_name, lease_ttl),
+        kafka=kafka,
     )
     _run(settings, api=False, worker=True)
-
-
-def _etcd_settings(kw: dict[str, Any]) -> EtcdSettings | None:
-    if not kw["etcd"]:
-        return None
-    host_port(kw["etcd"], "--etcd", 2379)
-    ttl = kw["lease_ttl"]
-    return EtcdSettings(
-        endpoint=kw["etcd"],
-        cluster=kw["cluster_name"],
-        lease_ttl_s=ttl,
-        safety_margin_s=max(1.0, ttl / 4),
-    )
 
 
 @cli.group()
@@ -403,7 +466,8 @@ def schema() -> None:
 @click.option(
     "--replication-factor",
     type=click.IntRange(1, 9),
-    default=None,
+    default=1,
+    show_default=True,
     help="SimpleStrategy replication factor (development clusters).",
 )
 @click.option(
@@ -414,53 +478,57 @@ def schema() -> None:
 @click.option(
     "--shards",
     type=click.IntRange(1, 65536),
-    default=256,
+    default=_DEFAULT.layout.shard_count,
     show_default=True,
     help="Shard count, fixed at cluster creation.",
 )
 @click.option(
     "--bucket",
-    default="60s",
+    default=duration_text(_DEFAULT.layout.bucket_ms),
     show_default=True,
     help="Firings partition width, fixed at cluster creation.",
 )
-def migrate(**kw: Any) -> None:
+def migrate(
+    cassandra: CassandraSettings,
+    replication_factor: int,
+    replication: str | None,
+    shards: int,
+    bucket: str,
+) -> None:
     """Create the keyspace and apply pending migrations (idempotent)."""
-    from clockwork_svc.domain.model import ClusterLayout
-    from clockwork_svc.storage import cassandra
+    import time
 
-    replication: dict[str, object]
-    if kw["replication"]:
-        replication = {"class": "NetworkTopologyStrategy"}
-        for entry in kw["replication"].split(","):
+    from clockwork_svc.domain.model import ClusterLayout
+    from clockwork_svc.storage import cassandra as cassandra_store
+
+    strategy: dict[str, object]
+    if replication:
+        strategy = {"class": "NetworkTopologyStrategy"}
+        for entry in replication.split(","):
             dc, _, rf = entry.partition(":")
             if not dc or not rf.isdigit():
                 raise click.BadParameter(f"{entry!r} is not DC:RF", param_hint="--replication")
-            replication[dc.strip()] = int(rf)
+            strategy[dc.strip()] = int(rf)
     else:
-        replication = {
-            "class": "SimpleStrategy",
-            "replication_factor": kw["replication_factor"] or 1,
-        }
-    bucket = duration_ms(kw["bucket"], "--bucket")
-    if bucket < 1000:
+        strategy = {"class": "SimpleStrategy", "replication_factor": replication_factor}
+    bucket_ms = duration_ms(bucket, "--bucket")
+    if bucket_ms < 1000:
         raise click.BadParameter("must be at least 1s", param_hint="--bucket")
-    cw_logging.configure("INFO")
-    import time
-
-    layout = ClusterLayout(kw["shards"], bucket, int(time.time() * 1000))
-    c = _cassandra_settings(kw)
+    cw_logging.configure(_DEFAULT.ops.log_level)
+    layout = ClusterLayout(
+        shard_count=shards, bucket_ms=bucket_ms, created_ms=int(time.time() * 1000)
+    )
     try:
         applied = asyncio.run(
-            cassandra.migrate(
-                list(c.contact_points),
-                c.keyspace,
-                replication=replication,
+            cassandra_store.migrate(
+                list(cassandra.contact_points),
+                cassandra.keyspace,
+                replication=strategy,
                 layout=layout,
-                local_dc=c.local_dc,
-                username=c.username,
-                password=c.password,
-                connect_timeout_s=c.connect_timeout_s,
+                local_dc=cassandra.local_dc,
+                username=cassandra.username,
+                password=cassandra.password,
+                connect_timeout_s=cassandra.connect_timeout_s,
             )
         )
     except StoreUnavailable as exc:

@@ -23,13 +23,30 @@ def time_ms(text: str, name: str) -> int:
         raise click.BadParameter(str(exc), param_hint=name) from exc
 
 
-def host_port(text: str, name: str, default_port: int) -> tuple[str, int]:
+def duration_text(ms: int) -> str:
+    """Milliseconds as `duration_ms` reads them back: 60000 -> '60s', 250 -> '250ms'."""
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _split_host_port(text: str, name: str) -> tuple[str, int | None]:
     host, sep, port = text.rpartition(":")
     if not sep:
-        return text, default_port
+        return text, None
     if not port.isdigit() or not 0 <= int(port) < 65536:
         raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint=name)
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def host_port(text: str, name: str, default_port: int) -> tuple[str, int]:
+    """HOST[:PORT] -> (host, port), `default_port` when the text has none."""
+    host, port = _split_host_port(text, name)
+    return host, default_port if port is None else port
+
+
+def host_of(text: str, name: str) -> str:
+    """Checks HOST[:PORT] and returns the host, for an address whose port the CLI
+    does not use."""
+    return _split_host_port(text, name)[0]
 
 
 def header(text: str) -> tuple[str, str]:

@@ -15,10 +15,12 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import (
+    DEFAULT_METHOD,
     HttpTarget,
     KafkaTarget,
     RetryKind,
@@ -55,36 +57,53 @@ def tls_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option(
-        "--server",
-        envvar="CLOCKWORK_SERVER",
-        default="127.0.0.1:7070",
-        show_default=True,
-        help="API HOST:PORT.",
-    )(fn)
-    fn = click.option(
-        "--tenant",
-        envvar="CLOCKWORK_TENANT",
-        default=None,
-        help="Tenant (with a token it must match the token's tenant).",
-    )(fn)
-    fn = click.option("--token", envvar="CLOCKWORK_TOKEN", default=None, help="API token.")(fn)
-    fn = tls_options(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
-    return fn
+server_option = click.option(
+    "--server",
+    envvar="CLOCKWORK_SERVER",
+    default=ClientSettings().server,
+    show_default=True,
+    help="API HOST:PORT.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], kw: dict[str, Any]) -> T:
-    settings = ClientSettings(
-        server=kw["server"],
-        tenant=kw["tenant"],
-        token=kw["token"],
-        ca_file=kw.get("tls_ca"),
-        cert_file=kw.get("tls_client_cert"),
-        key_file=kw.get("tls_client_key"),
+def client_settings(
+    server: str,
+    tenant: str | None,
+    token: str | None,
+    tls_ca: Path | None,
+    tls_client_cert: Path | None,
+    tls_client_key: Path | None,
+) -> ClientSettings:
+    return ClientSettings(
+        server=server,
+        tenant=tenant,
+        token=token,
+        ca_file=tls_ca,
+        cert_file=tls_client_cert,
+        key_file=tls_client_key,
     )
 
+
+def client_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The command receives `client: ClientSettings` and `as_json: bool`."""
+    fn = option_group(
+        "client",
+        client_settings,
+        server_option,
+        click.option(
+            "--tenant",
+            envvar="CLOCKWORK_TENANT",
+            default=None,
+            help="Tenant (with a token it must match the token's tenant).",
+        ),
+        click.option("--token", envvar="CLOCKWORK_TOKEN", default=None, help="API token."),
+        tls_options,
+    )(fn)
+    return json_option(fn)
+
+
+def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], settings: ClientSettings) -> T:
     async def go() -> T:
         async with ClockworkClient(settings) as client:
             return await coro_fn(client)
@@ -123,33 +142,86 @@ def schedule() -> None:
     """Create and manage schedules."""
 
 
-def _trigger(kw: dict[str, Any]) -> triggers.Trigger:
-    chosen = [name for name in ("at", "in_", "every", "cron") if kw[name]]
-    if len(chosen) != 1:
+def _trigger(
+    at: str | None,
+    in_: str | None,
+    every: str | None,
+    cron: str | None,
+    tz: str | None,
+    count: int | None,
+) -> triggers.Trigger:
+    if sum(1 for chosen in (at, in_, every, cron) if chosen) != 1:
         raise click.UsageError("give exactly one of --at, --in, --every, --cron")
-    if kw["tz"] and not kw["cron"]:
+    if tz and not cron:
         raise click.UsageError("--tz goes with --cron")
-    if kw["at"]:
-        return triggers.OnceTrigger(time_ms(kw["at"], "--at"))
-    if kw["in_"]:
-        return triggers.OnceTrigger(int(time.time() * 1000) + duration_ms(kw["in_"], "--in"))
-    if kw["every"]:
-        return triggers.IntervalTrigger(
-            duration_ms(kw["every"], "--every"), count=kw["count"] or None
-        )
-    return triggers.CronTrigger(kw["cron"], kw["tz"] or "UTC", count=kw["count"] or None)
+    if at:
+        return triggers.OnceTrigger(time_ms(at, "--at"))
+    if in_:
+        return triggers.OnceTrigger(int(time.time() * 1000) + duration_ms(in_, "--in"))
+    if every:
+        return triggers.IntervalTrigger(duration_ms(every, "--every"), count=count or None)
+    assert cron
+    return triggers.CronTrigger(cron, tz or "UTC", count=count or None)
 
 
-def _retry(kw: dict[str, Any]) -> RetryPolicy:
-    if kw["max_attempts"] is None:
+def _retry(max_attempts: int | None) -> RetryPolicy:
+    if max_attempts is None:
         return RetryPolicy()
-    if kw["max_attempts"] == 1:
+    if max_attempts == 1:
         return RetryPolicy(RetryKind.NONE)
-    return RetryPolicy(RetryKind.EXPONENTIAL, max_attempts=kw["max_attempts"])
+    return RetryPolicy(RetryKind.EXPONENTIAL, max_attempts=max_attempts)
 
 
-def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(
+def _target(
+    url: str | None,
+    kafka_topic: str | None,
+    method: str,
+    headers: tuple[str, ...],
+    timeout: str | None,
+) -> Target:
+    if bool(url) == bool(kafka_topic):
+        raise click.UsageError("give exactly one of --url, --kafka-topic")
+    pairs = tuple(sorted(header(h) for h in headers))
+    if kafka_topic:
+        return KafkaTarget(kafka_topic, pairs)
+    assert url
+    return HttpTarget(
+        url=url,
+        method=method.upper(),
+        headers=pairs,
+        timeout_ms=duration_ms(timeout, "--timeout") if timeout else 0,
+    )
+
+
+def _spec(
+    at: str | None,
+    in_: str | None,
+    every: str | None,
+    cron: str | None,
+    tz: str | None,
+    count: int | None,
+    url: str | None,
+    kafka_topic: str | None,
+    method: str,
+    payload: str,
+    headers: tuple[str, ...],
+    max_attempts: int | None,
+    timeout: str | None,
+    ordering_key: str,
+) -> ScheduleSpec:
+    return ScheduleSpec(
+        trigger=_trigger(at, in_, every, cron, tz, count),
+        target=_target(url, kafka_topic, method, headers, timeout),
+        payload=payload.encode(),
+        retry=_retry(max_attempts),
+        ordering_key=ordering_key,
+    )
+
+
+_spec_options = option_group(
+    "spec",
+    _spec,
+    *reversed(  # listed as --help shows them
         [
             click.option("--at", help="Fire once at this ISO 8601 time (UTC if no offset)."),
             click.option("--in", "in_", help="Fire once after this duration (e.g. 30s)."),
@@ -159,7 +231,7 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--count", type=click.IntRange(1), help="Stop after N occurrences."),
             click.option("--url", help="Callback URL (http/https)."),
             click.option("--kafka-topic", help="Produce to this Kafka topic instead of a URL."),
-            click.option("--method", default="POST", show_default=True),
+            click.option("--method", default=DEFAULT_METHOD, show_default=True),
             click.option("--payload", default="", help="Request body."),
             click.option("--header", "headers", multiple=True, help="NAME=VALUE; repeatable."),
             click.option(
@@ -171,44 +243,18 @@ def _spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option("--timeout", default=None, help="Per-attempt timeout (e.g. 5s)."),
             click.option("--ordering-key", default="", help="Deliver in order per key."),
         ]
-    ):
-        fn = option(fn)
-    return fn
-
-
-def _target(kw: dict[str, Any]) -> Target:
-    if bool(kw["url"]) == bool(kw["kafka_topic"]):
-        raise click.UsageError("give exactly one of --url, --kafka-topic")
-    headers = tuple(sorted(header(h) for h in kw["headers"]))
-    if kw["kafka_topic"]:
-        return KafkaTarget(kw["kafka_topic"], headers)
-    return HttpTarget(
-        url=kw["url"],
-        method=kw["method"].upper(),
-        headers=headers,
-        timeout_ms=duration_ms(kw["timeout"], "--timeout") if kw["timeout"] else 0,
-    )
-
-
-def _spec(kw: dict[str, Any]) -> ScheduleSpec:
-    return ScheduleSpec(
-        trigger=_trigger(kw),
-        target=_target(kw),
-        payload=kw["payload"].encode(),
-        retry=_retry(kw),
-        ordering_key=kw["ordering_key"],
-    )
+    ),
+)
 
 
 @schedule.command("create")
 @click.option("--key", required=True, help="Unique per tenant; repeating a create is safe.")
 @_spec_options
 @client_options
-def create(**kw: Any) -> None:
+def create(key: str, spec: ScheduleSpec, client: ClientSettings, as_json: bool) -> None:
     """Create a schedule (idempotent on tenant and key)."""
-    spec = _spec(kw)
-    response = run_client(lambda c: c.create(kw["key"], spec), kw)
-    if kw["as_json"]:
+    response = run_client(lambda c: c.create(key, spec), client)
+    if as_json:
         print_json(response)
         return
     verb = "created" if response.created else "exists"
@@ -221,30 +267,29 @@ def create(**kw: Any) -> None:
 @click.option("--expected-version", type=int, default=0)
 @_spec_options
 @client_options
-def update(**kw: Any) -> None:
+def update(
+    key: str, expected_version: int, spec: ScheduleSpec, client: ClientSettings, as_json: bool
+) -> None:
     """Replace the spec of a schedule."""
-    spec = _spec(kw)
-    _print_schedule(
-        run_client(lambda c: c.update(kw["key"], spec, kw["expected_version"]), kw), kw["as_json"]
-    )
+    _print_schedule(run_client(lambda c: c.update(key, spec, expected_version), client), as_json)
 
 
 @schedule.command("get")
 @click.argument("key")
 @client_options
-def get(**kw: Any) -> None:
+def get(key: str, client: ClientSettings, as_json: bool) -> None:
     """Show one schedule."""
-    _print_schedule(run_client(lambda c: c.get(kw["key"]), kw), kw["as_json"])
+    _print_schedule(run_client(lambda c: c.get(key), client), as_json)
 
 
 @schedule.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
 @client_options
-def list_(**kw: Any) -> None:
+def list_(page_size: int, page_token: str, client: ClientSettings, as_json: bool) -> None:
     """List the tenant's schedules by key."""
-    page = run_client(lambda c: c.list(kw["page_size"], kw["page_token"]), kw)
-    if kw["as_json"]:
+    page = run_client(lambda c: c.list(page_size, page_token), client)
+    if as_json:
         print_json(page)
         return
     for s in page.schedules:
@@ -257,12 +302,12 @@ def _state_command(name: str, doc: str) -> None:
     @schedule.command(name, help=doc)
     @click.argument("key")
     @client_options
-    def command(**kw: Any) -> None:
-        def call(client: ClockworkClient) -> Awaitable[pb.Schedule]:
-            method: Callable[[str], Awaitable[pb.Schedule]] = getattr(client, name)
-            return method(kw["key"])
+    def command(key: str, client: ClientSettings, as_json: bool) -> None:
+        def call(c: ClockworkClient) -> Awaitable[pb.Schedule]:
+            method: Callable[[str], Awaitable[pb.Schedule]] = getattr(c, name)
+            return method(key)
 
-        _print_schedule(run_client(call, kw), kw["as_json"])
+        _print_schedule(run_client(call, client), as_json)
 
 
 _state_command("pause", "Stop firing until resumed.")
@@ -280,10 +325,12 @@ def executions() -> None:
 @click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--page-token", default="")
 @client_options
-def list_executions(**kw: Any) -> None:
+def list_executions(
+    key: str, page_size: int, page_token: str, client: ClientSettings, as_json: bool
+) -> None:
     """List delivery attempts of a schedule, newest first."""
-    page = run_client(lambda c: c.executions(kw["key"], kw["page_size"], kw["page_token"]), kw)
-    if kw["as_json"]:
+    page = run_client(lambda c: c.executions(key, page_size, page_token), client)
+    if as_json:
         print_json(page)
         return
     for e in page.executions:

@@ -2,38 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from clockwork_svc.api.v1 import scheduler_pb2, tenants_pb2
+from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms
-from clockwork_svc.cli.schedules import print_json, run_client
-from clockwork_svc.cli.schedules import tls_options as _tls_options
+from clockwork_svc.cli.schedules import (
+    client_settings,
+    json_option,
+    print_json,
+    run_client,
+    server_option,
+    tls_options,
+)
+from clockwork_svc.client import ClientSettings
 from clockwork_svc.server.convert import ms_to_dur
 
 
-def _options(fn: Any) -> Any:
-    fn = _tls_options(fn)
-    fn = click.option(
-        "--server",
-        envvar="CLOCKWORK_SERVER",
-        default="127.0.0.1:7070",
-        show_default=True,
-        help="API HOST:PORT.",
-    )(fn)
-    fn = click.option(
-        "--token",
-        envvar="CLOCKWORK_ADMIN_TOKEN",
-        default=None,
-        help="The admin token (env CLOCKWORK_ADMIN_TOKEN).",
-    )(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
-    return fn
+def _admin_settings(
+    server: str,
+    token: str | None,
+    tls_ca: Path | None,
+    tls_client_cert: Path | None,
+    tls_client_key: Path | None,
+) -> ClientSettings:
+    """An admin acts for no tenant in particular."""
+    return client_settings(
+        server=server,
+        tenant=None,
+        token=token,
+        tls_ca=tls_ca,
+        tls_client_cert=tls_client_cert,
+        tls_client_key=tls_client_key,
+    )
 
 
-def _kw(kw: dict[str, Any]) -> dict[str, Any]:
-    return {**kw, "tenant": None}
+def _options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The command receives `client: ClientSettings` and `as_json: bool`."""
+    fn = option_group(
+        "client",
+        _admin_settings,
+        tls_options,
+        server_option,
+        click.option(
+            "--token",
+            envvar="CLOCKWORK_ADMIN_TOKEN",
+            default=None,
+            help="The admin token (env CLOCKWORK_ADMIN_TOKEN).",
+        ),
+    )(fn)
+    return json_option(fn)
 
 
 def _show(t: tenants_pb2.Tenant) -> str:
@@ -62,10 +84,10 @@ def tenant() -> None:
 @tenant.command("create")
 @click.argument("name")
 @_options
-def create(**kw: Any) -> None:
+def create(name: str, client: ClientSettings, as_json: bool) -> None:
     """Create a tenant; prints its first API token and signing secret (shown once)."""
-    reply = run_client(lambda c: c.create_tenant(kw["name"]), _kw(kw))
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.create_tenant(name), client)
+    if as_json:
         print_json(reply)
         return
     click.echo(_show(reply.tenant))
@@ -76,20 +98,20 @@ def create(**kw: Any) -> None:
 @tenant.command("get")
 @click.argument("name")
 @_options
-def get(**kw: Any) -> None:
+def get(name: str, client: ClientSettings, as_json: bool) -> None:
     """Show a tenant (counts only; secrets are never shown again)."""
-    reply = run_client(lambda c: c.get_tenant(kw["name"]), _kw(kw))
-    _emit(reply, kw["as_json"])
+    reply = run_client(lambda c: c.get_tenant(name), client)
+    _emit(reply, as_json)
 
 
 @tenant.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
 @_options
-def list_(**kw: Any) -> None:
+def list_(page_size: int, page_token: str, client: ClientSettings, as_json: bool) -> None:
     """List tenants."""
-    reply = run_client(lambda c: c.list_tenants(kw["page_size"], kw["page_token"]), _kw(kw))
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.list_tenants(page_size, page_token), client)
+    if as_json:
         print_json(reply)
         return
     for t in reply.tenants:
@@ -106,12 +128,10 @@ def list_(**kw: Any) -> None:
     help="Drop the older secrets at once (default: they keep signing).",
 )
 @_options
-def rotate_secret(**kw: Any) -> None:
+def rotate_secret(name: str, retire_previous: bool, client: ClientSettings, as_json: bool) -> None:
     """Add a new signing secret; prints it (shown once)."""
-    reply = run_client(
-        lambda c: c.rotate_signing_secret(kw["name"], kw["retire_previous"]), _kw(kw)
-    )
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.rotate_signing_secret(name, retire_previous), client)
+    if as_json:
         print_json(reply)
         return
     click.echo(_show(reply.tenant))
@@ -121,10 +141,10 @@ def rotate_secret(**kw: Any) -> None:
 @tenant.command("issue-token")
 @click.argument("name")
 @_options
-def issue_token(**kw: Any) -> None:
+def issue_token(name: str, client: ClientSettings, as_json: bool) -> None:
     """Issue another API token for a tenant; prints it (shown once)."""
-    reply = run_client(lambda c: c.issue_token(kw["name"]), _kw(kw))
-    if kw["as_json"]:
+    reply = run_client(lambda c: c.issue_token(name), client)
+    if as_json:
         print_json(reply)
         return
     click.echo(_show(reply.tenant))
@@ -134,10 +154,10 @@ def issue_token(**kw: Any) -> None:
 @tenant.command("revoke-tokens")
 @click.argument("name")
 @_options
-def revoke_tokens(**kw: Any) -> None:
+def revoke_tokens(name: str, client: ClientSettings, as_json: bool) -> None:
     """Revoke every API token of a tenant."""
-    reply = run_client(lambda c: c.revoke_tokens(kw["name"]), _kw(kw))
-    _emit(reply, kw["as_json"])
+    reply = run_client(lambda c: c.revoke_tokens(name), client)
+    _emit(reply, as_json)
 
 
 @tenant.command("limits")
@@ -152,34 +172,42 @@ def revoke_tokens(**kw: Any) -> None:
     help="Deliveries/s while draining after a resume (0: the rate).",
 )
 @_options
-def limits(**kw: Any) -> None:
+def limits(
+    name: str,
+    rate: float,
+    burst: int,
+    concurrency: int,
+    drain_rate: float,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
     """Set a tenant's delivery limits (each worker enforces its share)."""
     wanted = tenants_pb2.TenantLimits(
-        rate_per_s=kw["rate"],
-        burst=kw["burst"],
-        max_concurrency=kw["concurrency"],
-        drain_rate_per_s=kw["drain_rate"],
+        rate_per_s=rate,
+        burst=burst,
+        max_concurrency=concurrency,
+        drain_rate_per_s=drain_rate,
     )
-    reply = run_client(lambda c: c.set_tenant_limits(kw["name"], wanted), _kw(kw))
-    _emit(reply, kw["as_json"])
+    reply = run_client(lambda c: c.set_tenant_limits(name, wanted), client)
+    _emit(reply, as_json)
 
 
 @tenant.command("pause")
 @click.argument("name")
 @_options
-def pause(**kw: Any) -> None:
+def pause(name: str, client: ClientSettings, as_json: bool) -> None:
     """Sideline a tenant: hold its firings (not sent, not expired) until resumed."""
-    reply = run_client(lambda c: c.pause_tenant(kw["name"]), _kw(kw))
-    _emit(reply, kw["as_json"])
+    reply = run_client(lambda c: c.pause_tenant(name), client)
+    _emit(reply, as_json)
 
 
 @tenant.command("resume")
 @click.argument("name")
 @_options
-def resume(**kw: Any) -> None:
+def resume(name: str, client: ClientSettings, as_json: bool) -> None:
     """Resume a sidelined tenant; held firings drain at its drain rate."""
-    reply = run_client(lambda c: c.resume_tenant(kw["name"]), _kw(kw))
-    _emit(reply, kw["as_json"])
+    reply = run_client(lambda c: c.resume_tenant(name), client)
+    _emit(reply, as_json)
 
 
 @tenant.command("defaults")
@@ -202,19 +230,30 @@ def resume(**kw: Any) -> None:
 @click.option("--max-delay", default=None, help="Largest retry delay (e.g. 5m).")
 @click.option("--relevancy", default=None, help="Default relevancy window (e.g. 30m).")
 @_options
-def defaults(**kw: Any) -> None:
+def defaults(
+    name: str,
+    kind: str,
+    max_attempts: int,
+    initial_delay: str | None,
+    max_delay: str | None,
+    relevancy: str | None,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
     """Set what the tenant's schedules get when their spec leaves a policy unset."""
-    kinds = {"default": 0, "none": 1, "fixed": 2, "exponential": 3}
-    retry = scheduler_pb2.RetryPolicy(
-        kind=kinds[kw["kind"]],  # type: ignore[arg-type]
-        max_attempts=kw["max_attempts"],
-    )
-    if kw["initial_delay"]:
-        retry.initial_delay.CopyFrom(ms_to_dur(duration_ms(kw["initial_delay"], "--initial-delay")))
-    if kw["max_delay"]:
-        retry.max_delay.CopyFrom(ms_to_dur(duration_ms(kw["max_delay"], "--max-delay")))
+    kinds = {
+        "default": scheduler_pb2.RetryPolicy.KIND_UNSPECIFIED,
+        "none": scheduler_pb2.RetryPolicy.NONE,
+        "fixed": scheduler_pb2.RetryPolicy.FIXED,
+        "exponential": scheduler_pb2.RetryPolicy.EXPONENTIAL,
+    }
+    retry = scheduler_pb2.RetryPolicy(kind=kinds[kind], max_attempts=max_attempts)
+    if initial_delay:
+        retry.initial_delay.CopyFrom(ms_to_dur(duration_ms(initial_delay, "--initial-delay")))
+    if max_delay:
+        retry.max_delay.CopyFrom(ms_to_dur(duration_ms(max_delay, "--max-delay")))
     wanted = tenants_pb2.TenantDefaults(retry=retry)
-    if kw["relevancy"]:
-        wanted.relevancy_window.CopyFrom(ms_to_dur(duration_ms(kw["relevancy"], "--relevancy")))
-    reply = run_client(lambda c: c.set_tenant_defaults(kw["name"], wanted), _kw(kw))
-    _emit(reply, kw["as_json"])
+    if relevancy:
+        wanted.relevancy_window.CopyFrom(ms_to_dur(duration_ms(relevancy, "--relevancy")))
+    reply = run_client(lambda c: c.set_tenant_defaults(name, wanted), client)
+    _emit(reply, as_json)

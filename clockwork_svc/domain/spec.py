@@ -34,6 +34,7 @@ RESERVED_HEADERS = frozenset(
     }
 )
 ALLOWED_METHODS = ("POST", "PUT", "PATCH")
+DEFAULT_METHOD = "POST"
 MAX_HEADERS = 32
 MAX_HEADER_VALUE = 4096
 MAX_URL_LENGTH = 2048
@@ -87,7 +88,7 @@ class RetryPolicy:
 @dataclass(frozen=True, slots=True)
 class HttpTarget:
     url: str
-    method: str = "POST"
+    method: str = DEFAULT_METHOD
     headers: tuple[tuple[str, str], ...] = ()
     timeout_ms: int = 0
 

@@ -1,0 +1,254 @@
+"""The client commands (`schedule`, `executions`, `dlq`, `tenant`, `cluster status`):
+the connection settings and the call each makes, with the client stubbed out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import tenants_pb2
+from clockwork_svc.cli import main, schedules
+from clockwork_svc.client import ClientSettings
+from clockwork_svc.coordination.etcd import ClusterView
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    KafkaTarget,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+)
+from clockwork_svc.settings import EtcdSettings
+
+Call = tuple[ClientSettings, str, tuple[Any, ...]]
+NEW_YEAR_2030 = Timestamp(seconds=1_893_456_000)
+
+
+class Called(Exception):
+    """Ends a command at its one client call."""
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
+    made: list[Call] = []
+
+    class Client:
+        def __init__(self, settings: ClientSettings) -> None:
+            self.settings = settings
+
+        async def __aenter__(self) -> Client:
+            return self
+
+        async def __aexit__(
+            self,
+            kind: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> None:
+            return None
+
+        def __getattr__(self, method: str) -> Any:
+            async def call(*args: Any) -> None:
+                made.append((self.settings, method, args))
+                raise Called
+
+            return call
+
+    monkeypatch.setattr(schedules, "ClockworkClient", Client)
+    return made
+
+
+def invoke(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+    return CliRunner().invoke(main.cli, list(args), env=env, input=input)
+
+
+def call_of(calls: list[Call], *args: str, env: dict[str, str] | None = None) -> Call:
+    result = invoke(*args, env=env)
+    assert isinstance(result.exception, Called), result.output
+    [call] = calls
+    return call
+
+
+@pytest.mark.parametrize(
+    ("args", "method", "call_args"),
+    [
+        (["schedule", "get", "k"], "get", ("k",)),
+        (["schedule", "list", "--page-size", "5", "--page-token", "p"], "list", (5, "p")),
+        (["schedule", "pause", "k"], "pause", ("k",)),
+        (["schedule", "resume", "k"], "resume", ("k",)),
+        (["schedule", "cancel", "k"], "cancel", ("k",)),
+        (["executions", "list", "k"], "executions", ("k", 50, "")),
+        (["tenant", "create", "n"], "create_tenant", ("n",)),
+        (["tenant", "get", "n"], "get_tenant", ("n",)),
+        (["tenant", "list"], "list_tenants", (100, "")),
+        (
+            ["tenant", "rotate-secret", "n", "--retire-previous"],
+            "rotate_signing_secret",
+            ("n", True),
+        ),
+        (["tenant", "issue-token", "n"], "issue_token", ("n",)),
+        (["tenant", "revoke-tokens", "n"], "revoke_tokens", ("n",)),
+        (["tenant", "pause", "n"], "pause_tenant", ("n",)),
+        (["tenant", "resume", "n"], "resume_tenant", ("n",)),
+    ],
+)
+def test_each_command_calls_the_api_with_the_default_connection(
+    calls: list[Call], args: list[str], method: str, call_args: tuple[Any, ...]
+) -> None:
+    assert call_of(calls, *args) == (ClientSettings(), method, call_args)
+
+
+def test_connection_flags_and_environment_reach_the_client_settings(
+    calls: list[Call], tmp_path: Path
+) -> None:
+    ca, cert, key = (tmp_path / name for name in ("ca", "cert", "key"))
+    for path in (ca, cert, key):
+        path.write_text("")
+    tls = ["--tls-ca", str(ca), "--tls-client-cert", str(cert), "--tls-client-key", str(key)]
+    settings, _, _ = call_of(
+        calls, "schedule", "get", "k", "--server", "s:1", "--tenant", "t", "--token", "x", *tls
+    )
+    assert settings == ClientSettings(
+        server="s:1", tenant="t", token="x", ca_file=ca, cert_file=cert, key_file=key
+    )
+
+    calls.clear()
+    env = {"CLOCKWORK_SERVER": "env:2", "CLOCKWORK_TENANT": "t", "CLOCKWORK_TOKEN": "x"}
+    settings, _, _ = call_of(calls, "dlq", "list", env=env)
+    assert settings == ClientSettings(server="env:2", tenant="t", token="x")
+
+    # Tenant administration: the admin token, and no tenant.
+    calls.clear()
+    env = {**env, "CLOCKWORK_ADMIN_TOKEN": "admin"}
+    settings, _, _ = call_of(calls, "tenant", "get", "n", "--tls-ca", str(ca), env=env)
+    assert settings == ClientSettings(server="env:2", token="admin", ca_file=ca)
+
+
+def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls, "schedule", "create", "--key", "k", "--every", "1s", "--url", "http://x/"
+    )
+    every_second = ScheduleSpec(triggers.IntervalTrigger(1000), HttpTarget("http://x/"))
+    assert (method, args) == ("create", ("k", every_second))
+
+    calls.clear()
+    _, method, args = call_of(
+        calls,
+        "schedule", "update", "--key", "k", "--expected-version", "3",
+        "--cron", "0 * * * *", "--tz", "Europe/Paris", "--count", "2",
+        "--kafka-topic", "topic", "--header", "b=2", "--header", "a=1",
+        "--payload", "p", "--max-attempts", "1", "--ordering-key", "o",
+    )  # fmt: skip
+    hourly = ScheduleSpec(
+        trigger=triggers.CronTrigger("0 * * * *", "Europe/Paris", count=2),
+        target=KafkaTarget("topic", (("a", "1"), ("b", "2"))),
+        payload=b"p",
+        retry=RetryPolicy(RetryKind.NONE),
+        ordering_key="o",
+    )
+    assert (method, args) == ("update", ("k", hourly, 3))
+
+    calls.clear()
+    _, _, (_, spec) = call_of(
+        calls,
+        "schedule", "create", "--key", "k", "--at", "2030-01-01T00:00:00Z",
+        "--url", "http://x/", "--method", "put", "--timeout", "5s", "--max-attempts", "4",
+    )  # fmt: skip
+    assert spec == ScheduleSpec(
+        trigger=triggers.OnceTrigger(1_893_456_000_000),
+        target=HttpTarget("http://x/", method="PUT", timeout_ms=5000),
+        retry=RetryPolicy(RetryKind.EXPONENTIAL, max_attempts=4),
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--url", "http://x/"], "give exactly one of --at, --in, --every, --cron"),
+        (["--every", "1s", "--in", "1s", "--url", "u"], "give exactly one of --at, --in"),
+        (["--every", "1s", "--tz", "UTC", "--url", "u"], "--tz goes with --cron"),
+        (["--every", "1s"], "give exactly one of --url, --kafka-topic"),
+        (["--every", "soon", "--url", "u"], "'soon' is not a duration"),
+        (["--every", "1s", "--url", "u", "--header", "x"], "'x' is not NAME=VALUE"),
+    ],
+)
+def test_a_bad_spec_is_a_usage_error(calls: list[Call], args: list[str], message: str) -> None:
+    result = invoke("schedule", "create", "--key", "k", *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not calls
+
+
+def test_dead_letter_commands_send_their_window(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls, "dlq", "list", "--since", "2030-01-01T00:00:00Z", "--key", "k", "--page-size", "7"
+    )
+    window = pb.DeadLetterRange(key="k", since=NEW_YEAR_2030)
+    assert (method, args) == ("dead_letters", (window, 7, ""))
+
+    calls.clear()
+    _, method, args = call_of(calls, "dlq", "redrive", "--firing-id", "f1", "--again")
+    assert (method, args) == ("redrive", (pb.DeadLetterRange(), ("f1",), True))
+
+    calls.clear()
+    _, method, args = call_of(calls, "dlq", "redrive", "--until", "2030-01-01T00:00:00Z")
+    window = pb.DeadLetterRange(until=NEW_YEAR_2030)
+    assert (method, args) == ("redrive", (window, (), False))
+
+
+def test_redriving_everything_asks_first(calls: list[Call]) -> None:
+    result = invoke("dlq", "redrive", input="n\n")
+    assert result.exit_code == 1
+    assert "Redrive every dead letter of the last 7 days?" in result.output
+    assert not calls
+    call_of(calls, "dlq", "redrive", "--key", "k")  # a range: no question
+
+
+def test_tenant_limits_and_defaults(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls, "tenant", "limits", "n", "--rate", "2.5", "--burst", "3",
+        "--concurrency", "4", "--drain-rate", "1",
+    )  # fmt: skip
+    limits = tenants_pb2.TenantLimits(
+        rate_per_s=2.5, burst=3, max_concurrency=4, drain_rate_per_s=1
+    )
+    assert (method, args) == ("set_tenant_limits", ("n", limits))
+
+    calls.clear()
+    _, method, args = call_of(
+        calls, "tenant", "defaults", "n", "--retry", "fixed", "--max-attempts", "3",
+        "--initial-delay", "2s", "--max-delay", "5m", "--relevancy", "30m",
+    )  # fmt: skip
+    retry = pb.RetryPolicy(
+        kind=pb.RetryPolicy.FIXED,
+        max_attempts=3,
+        initial_delay=Duration(seconds=2),
+        max_delay=Duration(seconds=300),
+    )
+    wanted = tenants_pb2.TenantDefaults(retry=retry, relevancy_window=Duration(seconds=1800))
+    assert (method, args) == ("set_tenant_defaults", ("n", wanted))
+
+
+def test_cluster_status_reads_the_default_etcd_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clockwork_svc.coordination import etcd
+
+    asked: list[tuple[str, str]] = []
+
+    async def cluster_status(endpoint: str, cluster: str) -> ClusterView:
+        asked.append((endpoint, cluster))
+        return ClusterView(revision=7, workers={"w": {}}, owners={0: ("w", 3)}, shard_count=2)
+
+    monkeypatch.setattr(etcd, "cluster_status", cluster_status)
+    result = invoke("cluster", "status")
+    assert result.exit_code == 0, result.output
+    default = EtcdSettings()
+    assert asked == [(default.endpoint, default.cluster)]
+    assert "etcd revision 7, 2 shards, 1 live workers" in result.output
+    assert "unowned: 1 1" in result.output
