@@ -34,6 +34,18 @@ class AutoscaleSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class KopfSettings:
+    """How Kopf runs the handlers."""
+
+    # The peering object: one active operator among replicas.
+    peering: str = "clockwork"
+    priority: int = 0
+    # Liveness endpoint URL ('' disables it).
+    liveness: str = "http://0.0.0.0:8080/healthz"
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorConfig:
     api: ApiConnection = field(default_factory=ApiConnection)
     autoscale: AutoscaleSettings = field(default_factory=AutoscaleSettings)
