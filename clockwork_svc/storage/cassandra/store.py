@@ -128,150 +128,150 @@ class Statements(Generic[T]):
     mark_redriven: T
 
 
+# The CQL of every statement; `$ks` stands for the keyspace.
+_CQL: Statements[Cql] = Statements(
+    # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
+    # record_progress (id null) must not count as an existing schedule.
+    insert_schedule=Cql(
+        f"UPDATE $ks.schedules SET {assignments(SCHEDULES.others)}, "
+        "completed_version = null WHERE tenant = ? AND key = ? IF id = null",
+        False,
+    ),
+    select_schedule=Cql(
+        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules WHERE tenant = ? AND key = ?", True
+    ),
+    select_schedules=Cql(
+        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules WHERE tenant = ? AND key IN ?", True
+    ),
+    upsert_index=Cql("INSERT INTO $ks.schedule_index (tenant, part, key) VALUES (?, ?, ?)", True),
+    list_index=Cql(
+        "SELECT key FROM $ks.schedule_index WHERE tenant = ? AND part = ? AND key > ? LIMIT ?",
+        True,
+    ),
+    replace_schedule=Cql(
+        f"UPDATE $ks.schedules SET {assignments(SCHEDULE_CHANGE)} "
+        "WHERE tenant = ? AND key = ? IF version = ?",
+        False,
+    ),
+    record_progress=Cql(
+        f"UPDATE $ks.schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
+        True,
+    ),
+    complete_schedule=Cql(
+        "UPDATE $ks.schedules SET completed_version = ?, completed_ms = ? "
+        "WHERE tenant = ? AND key = ?",
+        True,
+    ),
+    # No `done` column: a re-put must never clear it.
+    put_firing=Cql(
+        f"INSERT INTO $ks.firings ({rows.FIRING_INSERTED}) "
+        f"VALUES ({markers(len(FIRINGS.columns) + 1)}) USING TTL ?",
+        True,
+    ),
+    get_firing=Cql(
+        f"SELECT {FIRINGS.selected} FROM $ks.firings WHERE shard = ? AND bucket = ? "
+        "AND fire_at_ms = ? AND firing_id = ?",
+        True,
+    ),
+    scan_bucket=Cql(
+        f"SELECT {FIRINGS.selected} FROM $ks.firings WHERE shard = ? AND bucket = ? "
+        "AND (fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? LIMIT ?",
+        True,
+    ),
+    mark_done=Cql(
+        "UPDATE $ks.firings USING TTL ? SET done = true WHERE shard = ? AND bucket = ? "
+        "AND fire_at_ms = ? AND firing_id = ?",
+        True,
+    ),
+    insert_cursor=Cql(
+        "INSERT INTO $ks.shard_cursors (shard, position_ms, epoch) VALUES (?, ?, ?) IF NOT EXISTS",
+        False,
+    ),
+    # Conditioned on the position too, so the cursor returned is exactly the one
+    # taken over (an advance by the previous owner in between makes it retry).
+    take_cursor=Cql(
+        "UPDATE $ks.shard_cursors SET epoch = ? WHERE shard = ? IF epoch = ? AND position_ms = ?",
+        False,
+    ),
+    advance_cursor=Cql(
+        "UPDATE $ks.shard_cursors SET position_ms = ? WHERE shard = ? "
+        "IF epoch = ? AND position_ms < ?",
+        False,
+    ),
+    load_cursor=Cql(
+        "SELECT shard, position_ms, epoch FROM $ks.shard_cursors WHERE shard = ?", True
+    ),
+    record_execution=Cql(
+        f"INSERT INTO $ks.executions ({EXECUTIONS.names}) "
+        f"VALUES ({markers(len(EXECUTIONS.columns))})",
+        True,
+    ),
+    list_executions=Cql(
+        f"SELECT {EXECUTIONS.selected} FROM $ks.executions WHERE tenant = ? AND schedule_key = ? "
+        "LIMIT ?",
+        True,
+    ),
+    list_executions_before=Cql(
+        f"SELECT {EXECUTIONS.selected} FROM $ks.executions WHERE tenant = ? AND schedule_key = ? "
+        "AND (started_ms, firing_id) < (?, ?) LIMIT ?",
+        True,
+    ),
+    insert_tenant=Cql(
+        f"INSERT INTO $ks.tenants ({TENANTS.names}) VALUES ({markers(len(TENANTS.columns))}) "
+        "IF NOT EXISTS",
+        False,
+    ),
+    select_tenant=Cql(f"SELECT {TENANTS.names} FROM $ks.tenants WHERE name = ?", True),
+    # Tenants are few; they are listed in token order (stable across pages).
+    list_tenants_first=Cql(f"SELECT {TENANTS.names} FROM $ks.tenants LIMIT ?", True),
+    list_tenants_after=Cql(
+        f"SELECT {TENANTS.names} FROM $ks.tenants WHERE token(name) > token(?) LIMIT ?", True
+    ),
+    replace_tenant=Cql(
+        f"UPDATE $ks.tenants SET {assignments(TENANTS.others)} WHERE name = ? IF version = ?",
+        False,
+    ),
+    put_token_owner=Cql("INSERT INTO $ks.tenant_tokens (token_hash, tenant) VALUES (?, ?)", True),
+    token_owner=Cql("SELECT tenant FROM $ks.tenant_tokens WHERE token_hash = ?", True),
+    # The coordinator's clock (now() is a time-based UUID made by the coordinator).
+    server_time=Cql("SELECT toUnixTimestamp(now()) AS now_ms FROM system.local", True),
+    get_ordering_block=Cql(
+        "SELECT delivery_id FROM $ks.ordering_blocks WHERE tenant = ? AND ordering_key = ?",
+        True,
+    ),
+    set_ordering_block=Cql(
+        "INSERT INTO $ks.ordering_blocks (tenant, ordering_key, delivery_id) VALUES (?, ?, ?)",
+        True,
+    ),
+    # No redriven_ms: recording a letter again never clears a redrive mark.
+    record_dead_letter=Cql(
+        f"INSERT INTO $ks.dead_letters ({rows.DEAD_LETTER_INSERTED}) "
+        f"VALUES ({markers(len(DEAD_LETTERS.columns) + 1)})",
+        True,
+    ),
+    list_dead_letters=Cql(
+        f"SELECT {DEAD_LETTERS.selected} FROM $ks.dead_letters WHERE tenant = ? "
+        "AND day = ? AND (dead_ms, firing_id) > (?, ?) AND dead_ms < ? LIMIT ?",
+        True,
+    ),
+    mark_redriven=Cql(
+        "UPDATE $ks.dead_letters SET redriven_ms = ? WHERE tenant = ? AND day = ? "
+        "AND dead_ms = ? AND firing_id = ?",
+        True,
+    ),
+)
+
+
 def cql(ks: str) -> Statements[Cql]:
     """The CQL of every statement of the store, on keyspace `ks`."""
-    sched = rows.SCHEDULE_SELECTED
-    firing = FIRINGS.selected
-    execution = EXECUTIONS.selected
-    tenant = TENANTS.names
+    schema.check_keyspace(ks)
+    names = [f.name for f in dataclasses.fields(_CQL)]
+    templates: list[Cql] = [getattr(_CQL, name) for name in names]
     return Statements(
-        # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
-        # record_progress (id null) must not count as an existing schedule.
-        insert_schedule=Cql(
-            f"UPDATE {ks}.schedules SET {assignments(SCHEDULES.others)}, "
-            "completed_version = null WHERE tenant = ? AND key = ? IF id = null",
-            False,
-        ),
-        select_schedule=Cql(
-            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key = ?", True
-        ),
-        select_schedules=Cql(
-            f"SELECT {sched} FROM {ks}.schedules WHERE tenant = ? AND key IN ?", True
-        ),
-        upsert_index=Cql(
-            f"INSERT INTO {ks}.schedule_index (tenant, part, key) VALUES (?, ?, ?)", True
-        ),
-        list_index=Cql(
-            f"SELECT key FROM {ks}.schedule_index WHERE tenant = ? AND part = ? AND key > ? "
-            "LIMIT ?",
-            True,
-        ),
-        replace_schedule=Cql(
-            f"UPDATE {ks}.schedules SET {assignments(SCHEDULE_CHANGE)} "
-            "WHERE tenant = ? AND key = ? IF version = ?",
-            False,
-        ),
-        record_progress=Cql(
-            f"UPDATE {ks}.schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
-            True,
-        ),
-        complete_schedule=Cql(
-            f"UPDATE {ks}.schedules SET completed_version = ?, completed_ms = ? "
-            "WHERE tenant = ? AND key = ?",
-            True,
-        ),
-        # No `done` column: a re-put must never clear it.
-        put_firing=Cql(
-            f"INSERT INTO {ks}.firings ({rows.FIRING_INSERTED}) "
-            f"VALUES ({markers(len(FIRINGS.columns) + 1)}) USING TTL ?",
-            True,
-        ),
-        get_firing=Cql(
-            f"SELECT {firing} FROM {ks}.firings WHERE shard = ? AND bucket = ? "
-            "AND fire_at_ms = ? AND firing_id = ?",
-            True,
-        ),
-        scan_bucket=Cql(
-            f"SELECT {firing} FROM {ks}.firings WHERE shard = ? AND bucket = ? "
-            "AND (fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? LIMIT ?",
-            True,
-        ),
-        mark_done=Cql(
-            f"UPDATE {ks}.firings USING TTL ? SET done = true WHERE shard = ? AND bucket = ? "
-            "AND fire_at_ms = ? AND firing_id = ?",
-            True,
-        ),
-        insert_cursor=Cql(
-            f"INSERT INTO {ks}.shard_cursors (shard, position_ms, epoch) VALUES (?, ?, ?) "
-            "IF NOT EXISTS",
-            False,
-        ),
-        # Conditioned on the position too, so the cursor returned is exactly the one
-        # taken over (an advance by the previous owner in between makes it retry).
-        take_cursor=Cql(
-            f"UPDATE {ks}.shard_cursors SET epoch = ? WHERE shard = ? "
-            "IF epoch = ? AND position_ms = ?",
-            False,
-        ),
-        advance_cursor=Cql(
-            f"UPDATE {ks}.shard_cursors SET position_ms = ? WHERE shard = ? "
-            "IF epoch = ? AND position_ms < ?",
-            False,
-        ),
-        load_cursor=Cql(
-            f"SELECT shard, position_ms, epoch FROM {ks}.shard_cursors WHERE shard = ?", True
-        ),
-        record_execution=Cql(
-            f"INSERT INTO {ks}.executions ({EXECUTIONS.names}) "
-            f"VALUES ({markers(len(EXECUTIONS.columns))})",
-            True,
-        ),
-        list_executions=Cql(
-            f"SELECT {execution} FROM {ks}.executions WHERE tenant = ? AND schedule_key = ? "
-            "LIMIT ?",
-            True,
-        ),
-        list_executions_before=Cql(
-            f"SELECT {execution} FROM {ks}.executions WHERE tenant = ? AND schedule_key = ? "
-            "AND (started_ms, firing_id) < (?, ?) LIMIT ?",
-            True,
-        ),
-        insert_tenant=Cql(
-            f"INSERT INTO {ks}.tenants ({tenant}) VALUES ({markers(len(TENANTS.columns))}) "
-            "IF NOT EXISTS",
-            False,
-        ),
-        select_tenant=Cql(f"SELECT {tenant} FROM {ks}.tenants WHERE name = ?", True),
-        # Tenants are few; they are listed in token order (stable across pages).
-        list_tenants_first=Cql(f"SELECT {tenant} FROM {ks}.tenants LIMIT ?", True),
-        list_tenants_after=Cql(
-            f"SELECT {tenant} FROM {ks}.tenants WHERE token(name) > token(?) LIMIT ?", True
-        ),
-        replace_tenant=Cql(
-            f"UPDATE {ks}.tenants SET {assignments(TENANTS.others)} WHERE name = ? IF version = ?",
-            False,
-        ),
-        put_token_owner=Cql(
-            f"INSERT INTO {ks}.tenant_tokens (token_hash, tenant) VALUES (?, ?)", True
-        ),
-        token_owner=Cql(f"SELECT tenant FROM {ks}.tenant_tokens WHERE token_hash = ?", True),
-        # The coordinator's clock (now() is a time-based UUID made by the coordinator).
-        server_time=Cql("SELECT toUnixTimestamp(now()) AS now_ms FROM system.local", True),
-        get_ordering_block=Cql(
-            f"SELECT delivery_id FROM {ks}.ordering_blocks WHERE tenant = ? AND ordering_key = ?",
-            True,
-        ),
-        set_ordering_block=Cql(
-            f"INSERT INTO {ks}.ordering_blocks (tenant, ordering_key, delivery_id) "
-            "VALUES (?, ?, ?)",
-            True,
-        ),
-        # No redriven_ms: recording a letter again never clears a redrive mark.
-        record_dead_letter=Cql(
-            f"INSERT INTO {ks}.dead_letters ({rows.DEAD_LETTER_INSERTED}) "
-            f"VALUES ({markers(len(DEAD_LETTERS.columns) + 1)})",
-            True,
-        ),
-        list_dead_letters=Cql(
-            f"SELECT {DEAD_LETTERS.selected} FROM {ks}.dead_letters WHERE tenant = ? "
-            "AND day = ? AND (dead_ms, firing_id) > (?, ?) AND dead_ms < ? LIMIT ?",
-            True,
-        ),
-        mark_redriven=Cql(
-            f"UPDATE {ks}.dead_letters SET redriven_ms = ? WHERE tenant = ? AND day = ? "
-            "AND dead_ms = ? AND firing_id = ?",
-            True,
-        ),
+        **{
+            name: Cql(t.text.replace("$ks", ks), t.idempotent)
+            for name, t in zip(names, templates, strict=True)
+        }
     )
 
 
