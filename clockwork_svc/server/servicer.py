@@ -1,6 +1,7 @@
 """The v1 SchedulerService: maps requests onto `Scheduling` and errors onto status codes.
 
-This is the only place domain errors become gRPC status codes.
+This is the only place domain errors become gRPC status codes (through the table in
+clockwork_svc/api/status.py).
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from clockwork_svc.api.status import status_of
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.dead_letters import DeadLetters, Range
 from clockwork_svc.domain.spec import validate_key
-from clockwork_svc.errors import (
-    AlreadyExists,
-    ClockworkError,
-    Conflict,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-    Unavailable,
-)
+from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import MAX_BATCH, Created, Scheduling
 from clockwork_svc.server import convert
@@ -39,25 +31,8 @@ log = logging.getLogger(__name__)
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-_CODES: list[tuple[type[ClockworkError], grpc.StatusCode]] = [
-    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
-    (NotFound, grpc.StatusCode.NOT_FOUND),
-    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (Conflict, grpc.StatusCode.ABORTED),
-    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
-    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
-    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (Unavailable, grpc.StatusCode.UNAVAILABLE),
-]
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
-
-
-def status_of(exc: ClockworkError) -> grpc.StatusCode:
-    for kind, code in _CODES:
-        if isinstance(exc, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
 
 
 class _Servicer(Protocol):
