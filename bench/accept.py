@@ -28,11 +28,11 @@ from bench import raw_cassandra
 from bench.cluster import TENANT, BenchCluster
 from bench.common import latency_summary, machine, now_ms, print_table, ratio, write_json
 from bench.resources import ResourceMonitor
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
-from clockwork_svc.server import convert
 
 PAYLOAD = b'{"bench":"accept","note":"a small json payload like a webhook event"}'
 BATCH_IN_FLIGHT = 4

@@ -15,11 +15,16 @@ from typing import TypeVar
 
 import grpc
 
-from clockwork_svc.api.v1 import cluster_pb2, cluster_pb2_grpc, tenants_pb2, tenants_pb2_grpc
+from clockwork_svc.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    convert,
+    tenants_pb2,
+    tenants_pb2_grpc,
+)
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.domain.spec import ScheduleSpec
-from clockwork_svc.server import convert
 from clockwork_svc.server.auth import TENANT_METADATA
 
 Req = TypeVar("Req")

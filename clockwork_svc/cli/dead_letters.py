@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1.convert import ms_to_ts
 from clockwork_svc.cli.parsing import time_ms
 from clockwork_svc.cli.schedules import client_options, print_json, run_client
-from clockwork_svc.server.convert import ms_to_ts
 
 
 def _range_options(fn: Any) -> Any:

@@ -7,10 +7,10 @@ from typing import Any
 import click
 
 from clockwork_svc.api.v1 import scheduler_pb2, tenants_pb2
+from clockwork_svc.api.v1.convert import ms_to_dur
 from clockwork_svc.cli.parsing import duration_ms
 from clockwork_svc.cli.schedules import print_json, run_client
 from clockwork_svc.cli.schedules import tls_options as _tls_options
-from clockwork_svc.server.convert import ms_to_dur
 
 
 def _options(fn: Any) -> Any:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from clockwork_svc.api.v1 import cluster_pb2 as pb
 from clockwork_svc.api.v1 import cluster_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1.convert import ms_to_ts
 from clockwork_svc.cluster_load import LoadSource
 from clockwork_svc.domain.load import ClusterLoad
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.server.convert import ms_to_ts
 from clockwork_svc.server.servicer import rpc_method
 from clockwork_svc.server.tenant_servicer import require_admin
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from clockwork_svc.api.status import status_of
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.dead_letters import DeadLetters, Range
@@ -23,7 +24,6 @@ from clockwork_svc.domain.spec import validate_key
 from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import MAX_BATCH, Created, Scheduling
-from clockwork_svc.server import convert
 from clockwork_svc.server.auth import Principal, current_principal
 
 log = logging.getLogger(__name__)

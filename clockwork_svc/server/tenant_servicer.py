@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import tenants_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1.convert import ms_to_ts
 from clockwork_svc.domain.spec import validate_tenant
 from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 from clockwork_svc.errors import PermissionDenied
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.server import convert
 from clockwork_svc.server.auth import Principal
-from clockwork_svc.server.convert import ms_to_ts
 from clockwork_svc.server.servicer import decode_token, encode_token, page_size, rpc_method
 from clockwork_svc.tenancy import TenantAdmin
 

@@ -12,10 +12,10 @@ import grpc
 
 from clockwork_operator.credentials import Clients, Credential, CredentialError
 from clockwork_operator.resource import Desired, Observed, SpecError, desired, schedule_key
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.server import convert
 
 
 class Invalid(Exception):

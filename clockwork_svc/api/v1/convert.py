@@ -1,7 +1,8 @@
 """Conversions between the v1 protobuf messages and domain objects.
 
 Shared by the servicer (requests in, schedules out) and the client (specs out,
-schedules in). Field paths in errors use the proto field names.
+schedules in). Field paths in errors use the proto field names. Generated code
+(`*_pb2*`) lives beside this module; scripts/gen_proto.py writes only those files.
 """
 
 from __future__ import annotations
