@@ -1,8 +1,9 @@
 """Clockwork's error hierarchy.
 
-Domain and storage code raise these; only the gRPC servicer turns them into status
-codes (through the one table in clockwork_svc/api/status.py, which also reads a status
-back as its error), and only the CLI maps them to exit codes.
+Domain and storage code raise these; the gRPC servicer turns them into status codes
+and the client (clockwork_svc/client.py) turns status codes back into them, both
+through the one table in clockwork_svc/api/status.py; only the CLI maps them to exit
+codes.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ if TYPE_CHECKING:
 class ClockworkError(Exception):
     """Base of every error Clockwork raises on purpose.
 
-    An error read back from a failed call's status (clockwork_svc/api/status.py) has
-    `status` set to that status code and `str(error)` the server's message; errors
-    raised in this process leave `status` None.
+    The client raises the subclass for the status of a failed call (this class itself
+    for a status no subclass stands for), with `status` set to that status code and
+    `str(error)` the server's message; the call's `grpc.aio.AioRpcError` is the
+    `__cause__`. Errors raised in this process leave `status` None.
     """
 
     status: grpc.StatusCode | None = None

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
-from clockwork_svc.api.v1.convert import ms_to_ts
+from clockwork_svc.api.v1 import convert
+from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.cli.parsing import time_ms
-from clockwork_svc.cli.schedules import client_options, print_json, run_client
+from clockwork_svc.cli.schedules import client_options, iso, print_json, run_client
 
 
 def _range_options(fn: Any) -> Any:
@@ -19,13 +19,12 @@ def _range_options(fn: Any) -> Any:
     return fn
 
 
-def _range(kw: dict[str, Any]) -> pb.DeadLetterRange:
-    window = pb.DeadLetterRange(key=kw["key"])
-    if kw["since"]:
-        window.since.CopyFrom(ms_to_ts(time_ms(kw["since"], "--since")))
-    if kw["until"]:
-        window.until.CopyFrom(ms_to_ts(time_ms(kw["until"], "--until")))
-    return window
+def _range(kw: dict[str, Any]) -> DeadLetterRange:
+    return DeadLetterRange(
+        since_ms=time_ms(kw["since"], "--since") if kw["since"] else None,
+        until_ms=time_ms(kw["until"], "--until") if kw["until"] else None,
+        key=kw["key"],
+    )
 
 
 @click.group()
@@ -42,15 +41,13 @@ def list_(**kw: Any) -> None:
     """List dead letters, oldest first."""
     reply = run_client(lambda c: c.dead_letters(_range(kw), kw["page_size"], kw["page_token"]), kw)
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.dead_letter_page_to_pb(reply))
         return
-    for d in reply.dead_letters:
-        redriven = (
-            f"  redriven {d.redrive_time.ToJsonString()}" if d.HasField("redrive_time") else ""
-        )
+    for d in reply.items:
+        redriven = f"  redriven {iso(d.redriven_ms)}" if d.redriven_ms is not None else ""
         click.echo(
-            f"{d.dead_time.ToJsonString()}  {d.key}  attempts={d.attempts}  "
-            f"status={d.last_status_code or '-'}  firing={d.firing_id}  "
+            f"{iso(d.dead_ms)}  {d.schedule_key}  attempts={d.attempts}  "
+            f"status={d.last_status or '-'}  firing={d.firing_id}  "
             f"id={d.delivery_id}  {d.last_error}{redriven}"
         )
     if reply.next_page_token:
@@ -73,6 +70,6 @@ def redrive(**kw: Any) -> None:
         click.confirm("Redrive every dead letter of the last 7 days?", abort=True)
     reply = run_client(lambda c: c.redrive(_range(kw), kw["firing_ids"], kw["again"]), kw)
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.redrive_to_pb(reply))
         return
     click.echo(f"redriven: {reply.redriven}  skipped: {reply.skipped}")

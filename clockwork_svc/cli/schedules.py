@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import Schedule
 from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
@@ -26,6 +26,7 @@ from clockwork_svc.domain.spec import (
     ScheduleSpec,
     Target,
 )
+from clockwork_svc.errors import ClockworkError
 
 T = TypeVar("T")
 
@@ -91,30 +92,35 @@ def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], kw: dict[str,
 
     try:
         return asyncio.run(go())
-    except grpc.aio.AioRpcError as exc:
-        click.echo(f"error: {exc.code().name}: {exc.details()}", err=True)
+    except ClockworkError as exc:
+        status = exc.status.name if exc.status else type(exc).__name__
+        click.echo(f"error: {status}: {exc}", err=True)
         sys.exit(1)
 
 
-def _ms(ts: Any) -> str:
-    if not ts.seconds and not ts.nanos:
-        return "-"
-    return str(ts.ToJsonString())
+def iso(ms: int) -> str:
+    """A time as the JSON output shows it (RFC 3339, UTC)."""
+    return str(convert.ms_to_ts(ms).ToJsonString())
 
 
-def _print_schedule(s: pb.Schedule, as_json: bool) -> None:
+def _time(ms: int | None) -> str:
+    return iso(ms) if ms else "-"
+
+
+def _print_schedule(s: Schedule, as_json: bool) -> None:
     if as_json:
-        print_json(s)
+        print_json(convert.schedule_to_pb(s))
         return
     click.echo(
-        f"{s.key}  {pb.ScheduleState.Name(s.state)}  v{s.version}  "
-        f"next={_ms(s.next_fire_time)}  last={_ms(s.last_fire_time)} "
-        f"({pb.Outcome.Name(s.last_outcome) if s.last_outcome else '-'})  "
+        f"{s.key}  {s.state.name}  v{s.version}  "
+        f"next={_time(s.next_fire_ms)}  last={_time(s.last_fire_ms)} "
+        f"({s.last_outcome.name if s.last_outcome else '-'})  "
         f"fired={s.fired_count}"
     )
 
 
 def print_json(message: Message) -> None:
+    """A reply as JSON: the API message it came in, in protobuf's JSON mapping."""
     click.echo(json_format.MessageToJson(message, indent=None, preserving_proto_field_name=True))
 
 
@@ -209,7 +215,7 @@ def create(**kw: Any) -> None:
     spec = _spec(kw)
     response = run_client(lambda c: c.create(kw["key"], spec), kw)
     if kw["as_json"]:
-        print_json(response)
+        print_json(convert.created_to_pb(response))
         return
     verb = "created" if response.created else "exists"
     click.echo(f"{verb}: ", nl=False)
@@ -245,9 +251,9 @@ def list_(**kw: Any) -> None:
     """List the tenant's schedules by key."""
     page = run_client(lambda c: c.list(kw["page_size"], kw["page_token"]), kw)
     if kw["as_json"]:
-        print_json(page)
+        print_json(convert.schedule_page_to_pb(page))
         return
-    for s in page.schedules:
+    for s in page.items:
         _print_schedule(s, False)
     if page.next_page_token:
         click.echo(f"next page: --page-token {page.next_page_token}")
@@ -258,8 +264,8 @@ def _state_command(name: str, doc: str) -> None:
     @click.argument("key")
     @client_options
     def command(**kw: Any) -> None:
-        def call(client: ClockworkClient) -> Awaitable[pb.Schedule]:
-            method: Callable[[str], Awaitable[pb.Schedule]] = getattr(client, name)
+        def call(client: ClockworkClient) -> Awaitable[Schedule]:
+            method: Callable[[str], Awaitable[Schedule]] = getattr(client, name)
             return method(kw["key"])
 
         _print_schedule(run_client(call, kw), kw["as_json"])
@@ -284,12 +290,12 @@ def list_executions(**kw: Any) -> None:
     """List delivery attempts of a schedule, newest first."""
     page = run_client(lambda c: c.executions(kw["key"], kw["page_size"], kw["page_token"]), kw)
     if kw["as_json"]:
-        print_json(page)
+        print_json(convert.execution_page_to_pb(page))
         return
-    for e in page.executions:
+    for e in page.items:
         click.echo(
-            f"{_ms(e.start_time)}  {pb.Outcome.Name(e.outcome)}  attempt={e.attempt}  "
-            f"status={e.status_code or '-'}  due={_ms(e.due_time)}  "
+            f"{_time(e.started_ms)}  {e.outcome.name}  attempt={e.attempt}  "
+            f"status={e.status_code or '-'}  due={_time(e.due_ms)}  "
             f"id={e.delivery_id}  {e.error}"
         )
     if page.next_page_token:

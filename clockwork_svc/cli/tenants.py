@@ -6,11 +6,13 @@ from typing import Any
 
 import click
 
-from clockwork_svc.api.v1 import scheduler_pb2, tenants_pb2
-from clockwork_svc.api.v1.convert import ms_to_dur
+from clockwork_svc.api.v1 import convert
+from clockwork_svc.api.v1.model import TenantInfo
 from clockwork_svc.cli.parsing import duration_ms
-from clockwork_svc.cli.schedules import print_json, run_client
+from clockwork_svc.cli.schedules import iso, print_json, run_client
 from clockwork_svc.cli.schedules import tls_options as _tls_options
+from clockwork_svc.domain.spec import RetryKind, RetryPolicy
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 
 
 def _options(fn: Any) -> Any:
@@ -36,20 +38,20 @@ def _kw(kw: dict[str, Any]) -> dict[str, Any]:
     return {**kw, "tenant": None}
 
 
-def _show(t: tenants_pb2.Tenant) -> str:
+def _show(t: TenantInfo) -> str:
     limits = t.limits
     return (
         f"{t.name}  v{t.version}  tokens={t.token_count}  "
-        f"signing_secrets={t.signing_secret_count}  created={t.create_time.ToJsonString()}  "
+        f"signing_secrets={t.signing_secret_count}  created={iso(t.created_ms)}  "
         f"rate={limits.rate_per_s or '-'}/s burst={limits.burst or '-'} "
         f"concurrency={limits.max_concurrency or '-'} drain={limits.drain_rate_per_s or '-'}/s"
         + ("  PAUSED" if t.paused else "")
     )
 
 
-def _emit(reply: tenants_pb2.Tenant, as_json: bool) -> None:
+def _emit(reply: TenantInfo, as_json: bool) -> None:
     if as_json:
-        print_json(reply)
+        print_json(convert.tenant_to_pb(reply))
     else:
         click.echo(_show(reply))
 
@@ -66,7 +68,7 @@ def create(**kw: Any) -> None:
     """Create a tenant; prints its first API token and signing secret (shown once)."""
     reply = run_client(lambda c: c.create_tenant(kw["name"]), _kw(kw))
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.tenant_created_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"token: {reply.token}")
@@ -90,9 +92,9 @@ def list_(**kw: Any) -> None:
     """List tenants."""
     reply = run_client(lambda c: c.list_tenants(kw["page_size"], kw["page_token"]), _kw(kw))
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.tenant_page_to_pb(reply))
         return
-    for t in reply.tenants:
+    for t in reply.items:
         click.echo(_show(t))
     if reply.next_page_token:
         click.echo(f"next page: --page-token {reply.next_page_token}")
@@ -112,7 +114,7 @@ def rotate_secret(**kw: Any) -> None:
         lambda c: c.rotate_signing_secret(kw["name"], kw["retire_previous"]), _kw(kw)
     )
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.secret_rotated_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"signing secret: {reply.signing_secret}")
@@ -125,7 +127,7 @@ def issue_token(**kw: Any) -> None:
     """Issue another API token for a tenant; prints it (shown once)."""
     reply = run_client(lambda c: c.issue_token(kw["name"]), _kw(kw))
     if kw["as_json"]:
-        print_json(reply)
+        print_json(convert.token_issued_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"token: {reply.token}")
@@ -154,7 +156,7 @@ def revoke_tokens(**kw: Any) -> None:
 @_options
 def limits(**kw: Any) -> None:
     """Set a tenant's delivery limits (each worker enforces its share)."""
-    wanted = tenants_pb2.TenantLimits(
+    wanted = TenantLimits(
         rate_per_s=kw["rate"],
         burst=kw["burst"],
         max_concurrency=kw["concurrency"],
@@ -204,17 +206,15 @@ def resume(**kw: Any) -> None:
 @_options
 def defaults(**kw: Any) -> None:
     """Set what the tenant's schedules get when their spec leaves a policy unset."""
-    kinds = {"default": 0, "none": 1, "fixed": 2, "exponential": 3}
-    retry = scheduler_pb2.RetryPolicy(
-        kind=kinds[kw["kind"]],  # type: ignore[arg-type]
+    retry = RetryPolicy(
+        kind=RetryKind(kw["kind"]),
         max_attempts=kw["max_attempts"],
+        initial_delay_ms=(
+            duration_ms(kw["initial_delay"], "--initial-delay") if kw["initial_delay"] else 0
+        ),
+        max_delay_ms=duration_ms(kw["max_delay"], "--max-delay") if kw["max_delay"] else 0,
     )
-    if kw["initial_delay"]:
-        retry.initial_delay.CopyFrom(ms_to_dur(duration_ms(kw["initial_delay"], "--initial-delay")))
-    if kw["max_delay"]:
-        retry.max_delay.CopyFrom(ms_to_dur(duration_ms(kw["max_delay"], "--max-delay")))
-    wanted = tenants_pb2.TenantDefaults(retry=retry)
-    if kw["relevancy"]:
-        wanted.relevancy_window.CopyFrom(ms_to_dur(duration_ms(kw["relevancy"], "--relevancy")))
+    relevancy = duration_ms(kw["relevancy"], "--relevancy") if kw["relevancy"] else 0
+    wanted = TenantDefaults(retry=retry, relevancy_window_ms=relevancy)
     reply = run_client(lambda c: c.set_tenant_defaults(kw["name"], wanted), _kw(kw))
     _emit(reply, kw["as_json"])
