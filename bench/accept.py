@@ -28,11 +28,12 @@ from bench import raw_cassandra
 from bench.cluster import TENANT, BenchCluster
 from bench.common import latency_summary, machine, now_ms, print_table, ratio, write_json
 from bench.resources import ResourceMonitor
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
-from clockwork_svc.server import convert
+from clockwork_svc.errors import ClockworkError
 
 PAYLOAD = b'{"bench":"accept","note":"a small json payload like a webhook event"}'
 BATCH_IN_FLIGHT = 4
@@ -79,9 +80,9 @@ async def batched(
         for b in starts:
             entries = [(f"{prefix}-{i}", spec) for i in range(b, min(n, b + size))]
             started = time.perf_counter()
-            reply = await client.create_many(entries)
+            results = await client.create_many(entries)
             latencies.append((time.perf_counter() - started) * 1000)
-            failed = [r.message for r in reply.results if r.code != 0]
+            failed = [str(r) for r in results if isinstance(r, ClockworkError)]
             if failed:
                 raise RuntimeError(f"batch create failed: {failed[:3]}")
 

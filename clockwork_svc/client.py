@@ -1,5 +1,13 @@
 """Typed async client for the Clockwork v1 API (used by the CLI, the operator and tests).
 
+It speaks the domain: it takes specs, limits and defaults as domain objects and answers
+with domain objects (`Schedule`, `Execution`, `ClusterLoad`, ...) or, where the domain
+has none, the API's own small types (clockwork_svc/api/v1/model.py: pages, tenants and
+dead letters as the API shows them). A failed call raises the `ClockworkError` subclass
+for its status (`NotFound`, `AlreadyExists`, `InvalidArgument` with the field, ...;
+the table is clockwork_svc/api/status.py), with the status code in `.status` and the
+`grpc.aio.AioRpcError` as `__cause__`.
+
 Every v1 call is idempotent, so the channel retries UNAVAILABLE automatically with
 backoff (gRPC service-config retries).
 """
@@ -15,11 +23,30 @@ from typing import TypeVar
 
 import grpc
 
-from clockwork_svc.api.v1 import cluster_pb2, cluster_pb2_grpc, tenants_pb2, tenants_pb2_grpc
+from clockwork_svc.api.status import error_from_rpc
+from clockwork_svc.api.v1 import (
+    cluster_pb2,
+    cluster_pb2_grpc,
+    convert,
+    tenants_pb2,
+    tenants_pb2_grpc,
+)
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1.model import (
+    DeadLetterInfo,
+    DeadLetterRange,
+    Page,
+    SecretRotated,
+    TenantCreated,
+    TenantInfo,
+    TokenIssued,
+)
+from clockwork_svc.domain.load import ClusterLoad
+from clockwork_svc.domain.model import Created, Execution, RedriveResult, Schedule
 from clockwork_svc.domain.spec import ScheduleSpec
-from clockwork_svc.server import convert
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.errors import ClockworkError
 from clockwork_svc.server.auth import TENANT_METADATA
 
 Req = TypeVar("Req")
@@ -97,34 +124,41 @@ class ClockworkClient:
     async def _unary(
         self, method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req
     ) -> Resp:
-        return await method(request, metadata=self._metadata, timeout=self._settings.timeout_s)
+        try:
+            return await method(request, metadata=self._metadata, timeout=self._settings.timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc) from exc
 
-    async def create(
-        self, key: str, spec: ScheduleSpec | pb.ScheduleSpec
-    ) -> pb.CreateScheduleResponse:
+    async def create(self, key: str, spec: ScheduleSpec | pb.ScheduleSpec) -> Created:
+        """Create the schedule, or find it created already with the same spec (a
+        different spec raises `AlreadyExists`). A spec already encoded as a message is
+        sent as it is."""
         request = pb.CreateScheduleRequest(key=key, spec=_spec(spec))
-        return await self._unary(self._stub.CreateSchedule, request)
+        return convert.created_from_pb(await self._unary(self._stub.CreateSchedule, request))
 
     async def create_many(
         self, entries: Sequence[tuple[str, ScheduleSpec | pb.ScheduleSpec]]
-    ) -> pb.BatchCreateSchedulesResponse:
+    ) -> list[Created | ClockworkError]:
+        """Create each (key, spec); answers each entry, in order, with `Created` or the
+        error it met (returned, not raised: the other entries went through)."""
         request = pb.BatchCreateSchedulesRequest(
             requests=[pb.CreateScheduleRequest(key=k, spec=_spec(s)) for k, s in entries]
         )
-        return await self._unary(self._stub.BatchCreateSchedules, request)
+        return convert.batch_from_pb(await self._unary(self._stub.BatchCreateSchedules, request))
 
-    async def get(self, key: str) -> pb.Schedule:
-        return await self._unary(self._stub.GetSchedule, pb.GetScheduleRequest(key=key))
+    async def get(self, key: str) -> Schedule:
+        request = pb.GetScheduleRequest(key=key)
+        return convert.schedule_from_pb(await self._unary(self._stub.GetSchedule, request))
 
-    async def list(self, page_size: int = 100, page_token: str = "") -> pb.ListSchedulesResponse:
+    async def list(self, page_size: int = 100, page_token: str = "") -> Page[Schedule]:
         request = pb.ListSchedulesRequest(page_size=page_size, page_token=page_token)
-        return await self._unary(self._stub.ListSchedules, request)
+        return convert.schedule_page_from_pb(await self._unary(self._stub.ListSchedules, request))
 
-    async def list_all(self, page_size: int = 500) -> AsyncIterator[pb.Schedule]:
+    async def list_all(self, page_size: int = 500) -> AsyncIterator[Schedule]:
         token = ""
         while True:
             page = await self.list(page_size, token)
-            for schedule in page.schedules:
+            for schedule in page.items:
                 yield schedule
             token = page.next_page_token
             if not token:
@@ -132,104 +166,121 @@ class ClockworkClient:
 
     async def update(
         self, key: str, spec: ScheduleSpec | pb.ScheduleSpec, expected_version: int = 0
-    ) -> pb.Schedule:
+    ) -> Schedule:
         request = pb.UpdateScheduleRequest(
             key=key, spec=_spec(spec), expected_version=expected_version
         )
-        return await self._unary(self._stub.UpdateSchedule, request)
+        return convert.schedule_from_pb(await self._unary(self._stub.UpdateSchedule, request))
 
-    async def pause(self, key: str) -> pb.Schedule:
-        return await self._unary(self._stub.PauseSchedule, pb.PauseScheduleRequest(key=key))
+    async def pause(self, key: str) -> Schedule:
+        request = pb.PauseScheduleRequest(key=key)
+        return convert.schedule_from_pb(await self._unary(self._stub.PauseSchedule, request))
 
-    async def resume(self, key: str) -> pb.Schedule:
-        return await self._unary(self._stub.ResumeSchedule, pb.ResumeScheduleRequest(key=key))
+    async def resume(self, key: str) -> Schedule:
+        request = pb.ResumeScheduleRequest(key=key)
+        return convert.schedule_from_pb(await self._unary(self._stub.ResumeSchedule, request))
 
-    async def cancel(self, key: str) -> pb.Schedule:
-        return await self._unary(self._stub.CancelSchedule, pb.CancelScheduleRequest(key=key))
+    async def cancel(self, key: str) -> Schedule:
+        request = pb.CancelScheduleRequest(key=key)
+        return convert.schedule_from_pb(await self._unary(self._stub.CancelSchedule, request))
 
     async def executions(
         self, key: str, page_size: int = 100, page_token: str = ""
-    ) -> pb.ListExecutionsResponse:
+    ) -> Page[Execution]:
+        """Delivery attempts of schedule `key`, newest first. The message names no
+        tenant: each execution's `tenant` is this client's tenant setting ("" when the
+        token decides it)."""
         request = pb.ListExecutionsRequest(key=key, page_size=page_size, page_token=page_token)
-        return await self._unary(self._stub.ListExecutions, request)
+        reply = await self._unary(self._stub.ListExecutions, request)
+        return convert.execution_page_from_pb(reply, self._settings.tenant or "", key)
 
     async def dead_letters(
         self,
-        window: pb.DeadLetterRange | None = None,
+        window: DeadLetterRange | None = None,
         page_size: int = 100,
         page_token: str = "",
-    ) -> pb.ListDeadLettersResponse:
+    ) -> Page[DeadLetterInfo]:
         request = pb.ListDeadLettersRequest(
-            range=window, page_size=page_size, page_token=page_token
+            range=_range(window), page_size=page_size, page_token=page_token
         )
-        return await self._unary(self._stub.ListDeadLetters, request)
+        return convert.dead_letter_page_from_pb(
+            await self._unary(self._stub.ListDeadLetters, request)
+        )
 
     async def redrive(
         self,
-        window: pb.DeadLetterRange | None = None,
+        window: DeadLetterRange | None = None,
         firing_ids: Sequence[str] = (),
         again: bool = False,
-    ) -> pb.RedriveDeadLettersResponse:
+    ) -> RedriveResult:
         request = pb.RedriveDeadLettersRequest(
-            range=window, firing_ids=list(firing_ids), again=again
+            range=_range(window), firing_ids=list(firing_ids), again=again
         )
-        return await self._unary(self._stub.RedriveDeadLetters, request)
+        return convert.redrive_from_pb(await self._unary(self._stub.RedriveDeadLetters, request))
 
     # --- tenant administration (admin credential) -----------------------------------
 
-    async def create_tenant(self, name: str) -> tenants_pb2.CreateTenantResponse:
+    async def create_tenant(self, name: str) -> TenantCreated:
         request = tenants_pb2.CreateTenantRequest(name=name)
-        return await self._unary(self._tenants.CreateTenant, request)
+        return convert.tenant_created_from_pb(
+            await self._unary(self._tenants.CreateTenant, request)
+        )
 
-    async def get_tenant(self, name: str) -> tenants_pb2.Tenant:
-        return await self._unary(self._tenants.GetTenant, tenants_pb2.GetTenantRequest(name=name))
+    async def get_tenant(self, name: str) -> TenantInfo:
+        request = tenants_pb2.GetTenantRequest(name=name)
+        return convert.tenant_from_pb(await self._unary(self._tenants.GetTenant, request))
 
-    async def list_tenants(
-        self, page_size: int = 100, page_token: str = ""
-    ) -> tenants_pb2.ListTenantsResponse:
+    async def list_tenants(self, page_size: int = 100, page_token: str = "") -> Page[TenantInfo]:
         request = tenants_pb2.ListTenantsRequest(page_size=page_size, page_token=page_token)
-        return await self._unary(self._tenants.ListTenants, request)
+        return convert.tenant_page_from_pb(await self._unary(self._tenants.ListTenants, request))
 
     async def rotate_signing_secret(
         self, name: str, retire_previous: bool = False
-    ) -> tenants_pb2.RotateSigningSecretResponse:
+    ) -> SecretRotated:
         request = tenants_pb2.RotateSigningSecretRequest(name=name, retire_previous=retire_previous)
-        return await self._unary(self._tenants.RotateSigningSecret, request)
+        return convert.secret_rotated_from_pb(
+            await self._unary(self._tenants.RotateSigningSecret, request)
+        )
 
-    async def issue_token(self, name: str) -> tenants_pb2.IssueTokenResponse:
+    async def issue_token(self, name: str) -> TokenIssued:
         request = tenants_pb2.IssueTokenRequest(name=name)
-        return await self._unary(self._tenants.IssueToken, request)
+        return convert.token_issued_from_pb(await self._unary(self._tenants.IssueToken, request))
 
-    async def revoke_tokens(self, name: str) -> tenants_pb2.Tenant:
+    async def revoke_tokens(self, name: str) -> TenantInfo:
         request = tenants_pb2.RevokeTokensRequest(name=name)
-        return await self._unary(self._tenants.RevokeTokens, request)
+        return convert.tenant_from_pb(await self._unary(self._tenants.RevokeTokens, request))
 
-    async def set_tenant_limits(
-        self, name: str, limits: tenants_pb2.TenantLimits
-    ) -> tenants_pb2.Tenant:
-        request = tenants_pb2.SetTenantLimitsRequest(name=name, limits=limits)
-        return await self._unary(self._tenants.SetTenantLimits, request)
+    async def set_tenant_limits(self, name: str, limits: TenantLimits) -> TenantInfo:
+        """Set the delivery limits (`limits.paused` is ignored: see `pause_tenant`)."""
+        request = tenants_pb2.SetTenantLimitsRequest(name=name, limits=convert.limits_to_pb(limits))
+        return convert.tenant_from_pb(await self._unary(self._tenants.SetTenantLimits, request))
 
-    async def pause_tenant(self, name: str) -> tenants_pb2.Tenant:
+    async def pause_tenant(self, name: str) -> TenantInfo:
         request = tenants_pb2.PauseTenantRequest(name=name)
-        return await self._unary(self._tenants.PauseTenant, request)
+        return convert.tenant_from_pb(await self._unary(self._tenants.PauseTenant, request))
 
-    async def resume_tenant(self, name: str) -> tenants_pb2.Tenant:
+    async def resume_tenant(self, name: str) -> TenantInfo:
         request = tenants_pb2.ResumeTenantRequest(name=name)
-        return await self._unary(self._tenants.ResumeTenant, request)
+        return convert.tenant_from_pb(await self._unary(self._tenants.ResumeTenant, request))
 
-    async def set_tenant_defaults(
-        self, name: str, defaults: tenants_pb2.TenantDefaults
-    ) -> tenants_pb2.Tenant:
-        request = tenants_pb2.SetTenantDefaultsRequest(name=name, defaults=defaults)
-        return await self._unary(self._tenants.SetTenantDefaults, request)
+    async def set_tenant_defaults(self, name: str, defaults: TenantDefaults) -> TenantInfo:
+        request = tenants_pb2.SetTenantDefaultsRequest(
+            name=name, defaults=convert.defaults_to_pb(defaults)
+        )
+        return convert.tenant_from_pb(await self._unary(self._tenants.SetTenantDefaults, request))
 
     # --- cluster introspection (admin credential) --------------------------------------
 
-    async def cluster_load(self) -> cluster_pb2.ClusterLoad:
+    async def cluster_load(self) -> ClusterLoad:
         request = cluster_pb2.GetClusterLoadRequest()
-        return await self._unary(self._cluster.GetClusterLoad, request)
+        return convert.cluster_load_from_pb(
+            await self._unary(self._cluster.GetClusterLoad, request)
+        )
 
 
 def _spec(spec: ScheduleSpec | pb.ScheduleSpec) -> pb.ScheduleSpec:
     return spec if isinstance(spec, pb.ScheduleSpec) else convert.spec_to_pb(spec)
+
+
+def _range(window: DeadLetterRange | None) -> pb.DeadLetterRange | None:
+    return None if window is None else convert.range_to_pb(window)

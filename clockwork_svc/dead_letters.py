@@ -8,7 +8,13 @@ from dataclasses import dataclass
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
-from clockwork_svc.domain.model import DeadLetter, Firing, Schedule, ScheduleState
+from clockwork_svc.domain.model import (
+    DeadLetter,
+    Firing,
+    RedriveResult,
+    Schedule,
+    ScheduleState,
+)
 from clockwork_svc.errors import InvalidArgument
 
 DEFAULT_LOOKBACK_MS = 7 * 86_400_000
@@ -21,12 +27,6 @@ class Range:
     since_ms: int
     until_ms: int
     key: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RedriveResult:
-    redriven: int
-    skipped: int
 
 
 class DeadLetters:

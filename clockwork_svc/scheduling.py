@@ -14,12 +14,18 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
-from clockwork_svc.domain.model import ClusterLayout, Execution, Firing, Schedule, ScheduleState
+from clockwork_svc.domain.model import (
+    ClusterLayout,
+    Created,
+    Execution,
+    Firing,
+    Schedule,
+    ScheduleState,
+)
 from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
 from clockwork_svc.domain.spec import (
     HttpTarget,
@@ -39,12 +45,6 @@ from clockwork_svc.errors import (
 
 MAX_BATCH = 1000
 _CAS_ATTEMPTS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Created:
-    schedule: Schedule
-    created: bool
 
 
 class Scheduling:

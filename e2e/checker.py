@@ -34,10 +34,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from google.protobuf import timestamp_pb2
-
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.client import ClockworkClient
+from clockwork_svc.domain.model import Outcome
 from e2e.workload import Expectations
 
 
@@ -329,11 +328,11 @@ async def collect_outcomes(
     firings = expectations.firings
     if since_ms is None:
         since_ms = min((f.due_ms for f in firings.values()), default=_now_ms()) - 3_600_000
-    window = pb.DeadLetterRange(since=_ts(since_ms), until=_ts(_now_ms() + 60_000))
+    window = DeadLetterRange(since_ms=since_ms, until_ms=_now_ms() + 60_000)
     token = ""
     while True:
         page = await client.dead_letters(window, page_size=1000, page_token=token)
-        outcomes.dead_lettered.update(d.delivery_id for d in page.dead_letters)
+        outcomes.dead_lettered.update(d.delivery_id for d in page.items)
         token = page.next_page_token
         if not token:
             break
@@ -342,11 +341,11 @@ async def collect_outcomes(
         token = ""
         while True:
             reply = await client.executions(key, page_size=1000, page_token=token)
-            for e in reply.executions:
-                if e.outcome == pb.EXPIRED:
+            for e in reply.items:
+                if e.outcome is Outcome.EXPIRED:
                     outcomes.expired.add(e.delivery_id)
                 if e.attempt == 1:
-                    started = e.start_time.seconds * 1000 + e.start_time.nanos // 1_000_000
+                    started = e.started_ms
                     known = outcomes.started_ms.get(e.delivery_id)
                     outcomes.started_ms[e.delivery_id] = max(started, known or started)
             token = reply.next_page_token
@@ -357,9 +356,3 @@ async def collect_outcomes(
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _ts(ms: int) -> timestamp_pb2.Timestamp:
-    ts = timestamp_pb2.Timestamp()
-    ts.FromMilliseconds(ms)
-    return ts

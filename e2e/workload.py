@@ -27,25 +27,20 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import grpc
-
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
+from clockwork_svc.domain.model import Created
 from clockwork_svc.domain.spec import HttpTarget, RetryPolicy, ScheduleSpec
+from clockwork_svc.errors import Cancelled, ClockworkError, Internal, Unavailable
 
 Kind = Literal["once", "interval", "cron"]
 KINDS: tuple[Kind, ...] = ("once", "interval", "cron")
 INTERVALS_MS = (2_000, 3_000, 5_000)
 CRON_EXPRESSIONS = ("* * * * *", "*/2 * * * *")
 BATCH = 200
-# gRPC codes worth retrying a create after (the api restarting, a store outage).
-_RETRYABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.CANCELLED,
-}
+# Errors worth retrying a create after (the api restarting, a store outage): UNAVAILABLE
+# and DEADLINE_EXCEEDED (Unavailable), INTERNAL and UNKNOWN (Internal), CANCELLED.
+_RETRYABLE = (Unavailable, Internal, Cancelled)
 
 
 def now_ms() -> int:
@@ -116,7 +111,7 @@ class Expectations:
 
 class BatchCreate:
     """One `create_many` batch, sent until every entry is acknowledged, as a careful
-    client would: the whole call is retried after a retryable gRPC error, and the
+    client would: the whole call is retried after a retryable error, and the
     entries answered UNAVAILABLE (a store timeout) are sent again with the same keys
     (creates are idempotent per key). Any other answer raises, and so does the
     deadline (`timeout_s` from the first send)."""
@@ -139,22 +134,22 @@ class BatchCreate:
         deadline = time.monotonic() + self._timeout_s
         while pending:
             try:
-                reply = await self._client.create_many(pending)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in _RETRYABLE or time.monotonic() > deadline:
+                results = await self._client.create_many(pending)
+            except ClockworkError as exc:
+                if not isinstance(exc, _RETRYABLE) or time.monotonic() > deadline:
                     raise
                 self.retried += 1
                 await asyncio.sleep(0.3)
                 continue
             acked = now_ms()
             failed = []
-            for (key, spec), result in zip(pending, reply.results, strict=True):
-                if result.code == 0:
-                    yield key, result.response.schedule.id, acked
-                elif grpc.StatusCode.UNAVAILABLE.value[0] == result.code:
+            for (key, spec), result in zip(pending, results, strict=True):
+                if isinstance(result, Created):
+                    yield key, result.schedule.id, acked
+                elif isinstance(result, Unavailable):
                     failed.append((key, spec))
                 else:
-                    raise AssertionError(f"create {key}: {result.message}")
+                    raise AssertionError(f"create {key}: {result}")
             if failed:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{len(failed)} creates still unavailable")

@@ -73,7 +73,9 @@ def render() -> str:
         "different spec), `ABORTED` (expected_version mismatch or concurrent change),",
         "`FAILED_PRECONDITION` (e.g. resuming a cancelled schedule), `UNAUTHENTICATED`,",
         "`RESOURCE_EXHAUSTED` (message larger than 8 MiB), `UNAVAILABLE` (store unreachable;",
-        "every call is idempotent and safe to retry).",
+        "every call is idempotent and safe to retry). The Python client",
+        "(`clockwork_svc/client.py`) raises one `ClockworkError` subclass per code, from the",
+        "table in `clockwork_svc/api/status.py`.",
         "",
     ]
     for file in _descriptors().file:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import click
 
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import convert
+from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import time_ms
-from clockwork_svc.cli.schedules import client_options, print_json, run_client
+from clockwork_svc.cli.schedules import client_options, iso, print_json, run_client
 from clockwork_svc.client import ClientSettings
-from clockwork_svc.server.convert import ms_to_ts
 
 
-def _range(since: str | None, until: str | None, key: str) -> pb.DeadLetterRange:
-    window = pb.DeadLetterRange(key=key)
-    if since:
-        window.since.CopyFrom(ms_to_ts(time_ms(since, "--since")))
-    if until:
-        window.until.CopyFrom(ms_to_ts(time_ms(until, "--until")))
-    return window
+def _range(since: str | None, until: str | None, key: str) -> DeadLetterRange:
+    return DeadLetterRange(
+        since_ms=time_ms(since, "--since") if since else None,
+        until_ms=time_ms(until, "--until") if until else None,
+        key=key,
+    )
 
 
 _range_options = option_group(
@@ -41,7 +40,7 @@ def dlq() -> None:
 @click.option("--page-token", default="")
 @client_options
 def list_(
-    window: pb.DeadLetterRange,
+    window: DeadLetterRange,
     page_size: int,
     page_token: str,
     client: ClientSettings,
@@ -50,15 +49,13 @@ def list_(
     """List dead letters, oldest first."""
     reply = run_client(lambda c: c.dead_letters(window, page_size, page_token), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.dead_letter_page_to_pb(reply))
         return
-    for d in reply.dead_letters:
-        redriven = (
-            f"  redriven {d.redrive_time.ToJsonString()}" if d.HasField("redrive_time") else ""
-        )
+    for d in reply.items:
+        redriven = f"  redriven {iso(d.redriven_ms)}" if d.redriven_ms is not None else ""
         click.echo(
-            f"{d.dead_time.ToJsonString()}  {d.key}  attempts={d.attempts}  "
-            f"status={d.last_status_code or '-'}  firing={d.firing_id}  "
+            f"{iso(d.dead_ms)}  {d.schedule_key}  attempts={d.attempts}  "
+            f"status={d.last_status or '-'}  firing={d.firing_id}  "
             f"id={d.delivery_id}  {d.last_error}{redriven}"
         )
     if reply.next_page_token:
@@ -76,17 +73,17 @@ def list_(
 @click.option("--again", is_flag=True, help="Also redrive letters already redriven.")
 @client_options
 def redrive(
-    window: pb.DeadLetterRange,
+    window: DeadLetterRange,
     firing_ids: tuple[str, ...],
     again: bool,
     client: ClientSettings,
     as_json: bool,
 ) -> None:
     """Deliver dead letters again now (same delivery id, fresh attempts)."""
-    if not (firing_ids or window.key or window.HasField("since") or window.HasField("until")):
+    if not (firing_ids or window.key or window.since_ms is not None or window.until_ms is not None):
         click.confirm("Redrive every dead letter of the last 7 days?", abort=True)
     reply = run_client(lambda c: c.redrive(window, firing_ids, again), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.redrive_to_pb(reply))
         return
     click.echo(f"redriven: {reply.redriven}  skipped: {reply.skipped}")

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import Schedule
 from clockwork_svc.domain.spec import (
     DEFAULT_METHOD,
     HttpTarget,
@@ -28,6 +28,7 @@ from clockwork_svc.domain.spec import (
     ScheduleSpec,
     Target,
 )
+from clockwork_svc.errors import ClockworkError
 
 T = TypeVar("T")
 
@@ -110,30 +111,35 @@ def run_client(coro_fn: Callable[[ClockworkClient], Awaitable[T]], settings: Cli
 
     try:
         return asyncio.run(go())
-    except grpc.aio.AioRpcError as exc:
-        click.echo(f"error: {exc.code().name}: {exc.details()}", err=True)
+    except ClockworkError as exc:
+        status = exc.status.name if exc.status else type(exc).__name__
+        click.echo(f"error: {status}: {exc}", err=True)
         sys.exit(1)
 
 
-def _ms(ts: Any) -> str:
-    if not ts.seconds and not ts.nanos:
-        return "-"
-    return str(ts.ToJsonString())
+def iso(ms: int) -> str:
+    """A time as the JSON output shows it (RFC 3339, UTC)."""
+    return str(convert.ms_to_ts(ms).ToJsonString())
 
 
-def _print_schedule(s: pb.Schedule, as_json: bool) -> None:
+def _time(ms: int | None) -> str:
+    return iso(ms) if ms else "-"
+
+
+def _print_schedule(s: Schedule, as_json: bool) -> None:
     if as_json:
-        print_json(s)
+        print_json(convert.schedule_to_pb(s))
         return
     click.echo(
-        f"{s.key}  {pb.ScheduleState.Name(s.state)}  v{s.version}  "
-        f"next={_ms(s.next_fire_time)}  last={_ms(s.last_fire_time)} "
-        f"({pb.Outcome.Name(s.last_outcome) if s.last_outcome else '-'})  "
+        f"{s.key}  {s.state.name}  v{s.version}  "
+        f"next={_time(s.next_fire_ms)}  last={_time(s.last_fire_ms)} "
+        f"({s.last_outcome.name if s.last_outcome else '-'})  "
         f"fired={s.fired_count}"
     )
 
 
 def print_json(message: Message) -> None:
+    """A reply as JSON: the API message it came in, in protobuf's JSON mapping."""
     click.echo(json_format.MessageToJson(message, indent=None, preserving_proto_field_name=True))
 
 
@@ -255,7 +261,7 @@ def create(key: str, spec: ScheduleSpec, client: ClientSettings, as_json: bool) 
     """Create a schedule (idempotent on tenant and key)."""
     response = run_client(lambda c: c.create(key, spec), client)
     if as_json:
-        print_json(response)
+        print_json(convert.created_to_pb(response))
         return
     verb = "created" if response.created else "exists"
     click.echo(f"{verb}: ", nl=False)
@@ -290,9 +296,9 @@ def list_(page_size: int, page_token: str, client: ClientSettings, as_json: bool
     """List the tenant's schedules by key."""
     page = run_client(lambda c: c.list(page_size, page_token), client)
     if as_json:
-        print_json(page)
+        print_json(convert.schedule_page_to_pb(page))
         return
-    for s in page.schedules:
+    for s in page.items:
         _print_schedule(s, False)
     if page.next_page_token:
         click.echo(f"next page: --page-token {page.next_page_token}")
@@ -303,8 +309,8 @@ def _state_command(name: str, doc: str) -> None:
     @click.argument("key")
     @client_options
     def command(key: str, client: ClientSettings, as_json: bool) -> None:
-        def call(c: ClockworkClient) -> Awaitable[pb.Schedule]:
-            method: Callable[[str], Awaitable[pb.Schedule]] = getattr(c, name)
+        def call(c: ClockworkClient) -> Awaitable[Schedule]:
+            method: Callable[[str], Awaitable[Schedule]] = getattr(c, name)
             return method(key)
 
         _print_schedule(run_client(call, client), as_json)
@@ -331,12 +337,12 @@ def list_executions(
     """List delivery attempts of a schedule, newest first."""
     page = run_client(lambda c: c.executions(key, page_size, page_token), client)
     if as_json:
-        print_json(page)
+        print_json(convert.execution_page_to_pb(page))
         return
-    for e in page.executions:
+    for e in page.items:
         click.echo(
-            f"{_ms(e.start_time)}  {pb.Outcome.Name(e.outcome)}  attempt={e.attempt}  "
-            f"status={e.status_code or '-'}  due={_ms(e.due_time)}  "
+            f"{_time(e.started_ms)}  {e.outcome.name}  attempt={e.attempt}  "
+            f"status={e.status_code or '-'}  due={_time(e.due_ms)}  "
             f"id={e.delivery_id}  {e.error}"
         )
     if page.next_page_token:

@@ -8,11 +8,13 @@ from typing import Any
 
 import click
 
-from clockwork_svc.api.v1 import scheduler_pb2, tenants_pb2
+from clockwork_svc.api.v1 import convert
+from clockwork_svc.api.v1.model import TenantInfo
 from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms
 from clockwork_svc.cli.schedules import (
     client_settings,
+    iso,
     json_option,
     print_json,
     run_client,
@@ -20,7 +22,8 @@ from clockwork_svc.cli.schedules import (
     tls_options,
 )
 from clockwork_svc.client import ClientSettings
-from clockwork_svc.server.convert import ms_to_dur
+from clockwork_svc.domain.spec import RetryKind, RetryPolicy
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 
 
 def _admin_settings(
@@ -58,20 +61,20 @@ def _options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return json_option(fn)
 
 
-def _show(t: tenants_pb2.Tenant) -> str:
+def _show(t: TenantInfo) -> str:
     limits = t.limits
     return (
         f"{t.name}  v{t.version}  tokens={t.token_count}  "
-        f"signing_secrets={t.signing_secret_count}  created={t.create_time.ToJsonString()}  "
+        f"signing_secrets={t.signing_secret_count}  created={iso(t.created_ms)}  "
         f"rate={limits.rate_per_s or '-'}/s burst={limits.burst or '-'} "
         f"concurrency={limits.max_concurrency or '-'} drain={limits.drain_rate_per_s or '-'}/s"
         + ("  PAUSED" if t.paused else "")
     )
 
 
-def _emit(reply: tenants_pb2.Tenant, as_json: bool) -> None:
+def _emit(reply: TenantInfo, as_json: bool) -> None:
     if as_json:
-        print_json(reply)
+        print_json(convert.tenant_to_pb(reply))
     else:
         click.echo(_show(reply))
 
@@ -88,7 +91,7 @@ def create(name: str, client: ClientSettings, as_json: bool) -> None:
     """Create a tenant; prints its first API token and signing secret (shown once)."""
     reply = run_client(lambda c: c.create_tenant(name), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.tenant_created_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"token: {reply.token}")
@@ -112,9 +115,9 @@ def list_(page_size: int, page_token: str, client: ClientSettings, as_json: bool
     """List tenants."""
     reply = run_client(lambda c: c.list_tenants(page_size, page_token), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.tenant_page_to_pb(reply))
         return
-    for t in reply.tenants:
+    for t in reply.items:
         click.echo(_show(t))
     if reply.next_page_token:
         click.echo(f"next page: --page-token {reply.next_page_token}")
@@ -132,7 +135,7 @@ def rotate_secret(name: str, retire_previous: bool, client: ClientSettings, as_j
     """Add a new signing secret; prints it (shown once)."""
     reply = run_client(lambda c: c.rotate_signing_secret(name, retire_previous), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.secret_rotated_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"signing secret: {reply.signing_secret}")
@@ -145,7 +148,7 @@ def issue_token(name: str, client: ClientSettings, as_json: bool) -> None:
     """Issue another API token for a tenant; prints it (shown once)."""
     reply = run_client(lambda c: c.issue_token(name), client)
     if as_json:
-        print_json(reply)
+        print_json(convert.token_issued_to_pb(reply))
         return
     click.echo(_show(reply.tenant))
     click.echo(f"token: {reply.token}")
@@ -182,7 +185,7 @@ def limits(
     as_json: bool,
 ) -> None:
     """Set a tenant's delivery limits (each worker enforces its share)."""
-    wanted = tenants_pb2.TenantLimits(
+    wanted = TenantLimits(
         rate_per_s=rate,
         burst=burst,
         max_concurrency=concurrency,
@@ -241,19 +244,13 @@ def defaults(
     as_json: bool,
 ) -> None:
     """Set what the tenant's schedules get when their spec leaves a policy unset."""
-    kinds = {
-        "default": scheduler_pb2.RetryPolicy.KIND_UNSPECIFIED,
-        "none": scheduler_pb2.RetryPolicy.NONE,
-        "fixed": scheduler_pb2.RetryPolicy.FIXED,
-        "exponential": scheduler_pb2.RetryPolicy.EXPONENTIAL,
-    }
-    retry = scheduler_pb2.RetryPolicy(kind=kinds[kind], max_attempts=max_attempts)
-    if initial_delay:
-        retry.initial_delay.CopyFrom(ms_to_dur(duration_ms(initial_delay, "--initial-delay")))
-    if max_delay:
-        retry.max_delay.CopyFrom(ms_to_dur(duration_ms(max_delay, "--max-delay")))
-    wanted = tenants_pb2.TenantDefaults(retry=retry)
-    if relevancy:
-        wanted.relevancy_window.CopyFrom(ms_to_dur(duration_ms(relevancy, "--relevancy")))
+    retry = RetryPolicy(
+        kind=RetryKind(kind),
+        max_attempts=max_attempts,
+        initial_delay_ms=duration_ms(initial_delay, "--initial-delay") if initial_delay else 0,
+        max_delay_ms=duration_ms(max_delay, "--max-delay") if max_delay else 0,
+    )
+    relevancy_ms = duration_ms(relevancy, "--relevancy") if relevancy else 0
+    wanted = TenantDefaults(retry=retry, relevancy_window_ms=relevancy_ms)
     reply = run_client(lambda c: c.set_tenant_defaults(name, wanted), client)
     _emit(reply, as_json)

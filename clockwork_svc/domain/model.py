@@ -52,6 +52,15 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class Created:
+    """The answer to a create: the schedule, and whether this call created it (False:
+    it existed already with the same spec)."""
+
+    schedule: Schedule
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Progress:
     """Runtime columns of a schedule, written by workers (never by the API)."""
 
@@ -134,6 +143,15 @@ class DeadLetter:
     @property
     def sort_key(self) -> tuple[int, str]:
         return (self.dead_ms, self.firing_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveResult:
+    """What a redrive did: dead letters delivered again, and ones skipped (redriven
+    before, and not asked to be again)."""
+
+    redriven: int
+    skipped: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """The v1 SchedulerService: maps requests onto `Scheduling` and errors onto status codes.
 
-This is the only place domain errors become gRPC status codes.
+This is the only place domain errors become gRPC status codes (through the table in
+clockwork_svc/api/status.py).
 """
 
 from __future__ import annotations
@@ -14,24 +15,17 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from clockwork_svc.api.status import status_of
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1.model import Page
 from clockwork_svc.dead_letters import DeadLetters, Range
-from clockwork_svc.domain.spec import validate_key
-from clockwork_svc.errors import (
-    AlreadyExists,
-    ClockworkError,
-    Conflict,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    PermissionDenied,
-    Unauthenticated,
-    Unavailable,
-)
+from clockwork_svc.domain.model import Created
+from clockwork_svc.domain.spec import ScheduleSpec, validate_key
+from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.scheduling import MAX_BATCH, Created, Scheduling
-from clockwork_svc.server import convert
+from clockwork_svc.scheduling import MAX_BATCH, Scheduling
 from clockwork_svc.server.auth import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -39,25 +33,8 @@ log = logging.getLogger(__name__)
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-_CODES: list[tuple[type[ClockworkError], grpc.StatusCode]] = [
-    (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
-    (NotFound, grpc.StatusCode.NOT_FOUND),
-    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (Conflict, grpc.StatusCode.ABORTED),
-    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
-    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
-    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (Unavailable, grpc.StatusCode.UNAVAILABLE),
-]
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
-
-
-def status_of(exc: ClockworkError) -> grpc.StatusCode:
-    for kind, code in _CODES:
-        if isinstance(exc, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
 
 
 class _Servicer(Protocol):
@@ -149,18 +126,12 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         self._dead_letters = dead_letters
         self._metrics = metrics
 
-    @staticmethod
-    def _created_pb(created: Created) -> pb.CreateScheduleResponse:
-        return pb.CreateScheduleResponse(
-            schedule=convert.schedule_to_pb(created.schedule), created=created.created
-        )
-
     @_rpc
     async def CreateSchedule(
         self, request: pb.CreateScheduleRequest, tenant: str
     ) -> pb.CreateScheduleResponse:
         spec = convert.spec_from_pb(request.spec)
-        return self._created_pb(await self._scheduling.create(tenant, request.key, spec))
+        return convert.created_to_pb(await self._scheduling.create(tenant, request.key, spec))
 
     @_rpc
     async def BatchCreateSchedules(
@@ -168,26 +139,19 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.BatchCreateSchedulesResponse:
         if len(request.requests) > MAX_BATCH:
             raise InvalidArgument("requests", f"at most {MAX_BATCH} per batch")
-        results: list[pb.BatchCreateResult | None] = [None] * len(request.requests)
-        valid: list[tuple[int, str, Any]] = []
+        outcomes: list[Created | ClockworkError | None] = [None] * len(request.requests)
+        valid: list[tuple[int, str, ScheduleSpec]] = []
         for i, entry in enumerate(request.requests):
             try:
                 valid.append(
                     (i, entry.key, convert.spec_from_pb(entry.spec, f"requests[{i}].spec"))
                 )
             except InvalidArgument as exc:
-                results[i] = pb.BatchCreateResult(
-                    code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message=str(exc)
-                )
-        outcomes = await self._scheduling.create_many(tenant, [(k, s) for _, k, s in valid])
-        for (i, _, _), outcome in zip(valid, outcomes, strict=True):
-            if isinstance(outcome, Created):
-                results[i] = pb.BatchCreateResult(code=0, response=self._created_pb(outcome))
-            else:
-                results[i] = pb.BatchCreateResult(
-                    code=status_of(outcome).value[0], message=str(outcome)
-                )
-        return pb.BatchCreateSchedulesResponse(results=[r for r in results if r is not None])
+                outcomes[i] = exc
+        created = await self._scheduling.create_many(tenant, [(k, s) for _, k, s in valid])
+        for (i, _, _), outcome in zip(valid, created, strict=True):
+            outcomes[i] = outcome
+        return convert.batch_to_pb([o for o in outcomes if o is not None])
 
     @_rpc
     async def GetSchedule(self, request: pb.GetScheduleRequest, tenant: str) -> pb.Schedule:
@@ -201,9 +165,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         after = decode_token(request.page_token, 1)[0] if request.page_token else None
         schedules = await self._scheduling.list_schedules(tenant, after, limit)
         token = encode_token(schedules[-1].key) if len(schedules) == limit else ""
-        return pb.ListSchedulesResponse(
-            schedules=[convert.schedule_to_pb(s) for s in schedules], next_page_token=token
-        )
+        return convert.schedule_page_to_pb(Page(tuple(schedules), token))
 
     @_rpc
     async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, tenant: str) -> pb.Schedule:
@@ -237,16 +199,13 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         token = ""
         if len(executions) == limit:
             token = encode_token(executions[-1].started_ms, executions[-1].firing_id)
-        return pb.ListExecutionsResponse(
-            executions=[convert.execution_to_pb(e) for e in executions], next_page_token=token
-        )
+        return convert.execution_page_to_pb(Page(tuple(executions), token))
 
     def _range(self, window: pb.DeadLetterRange) -> Range:
-        since = convert.ts_to_ms(window.since, "range.since") if window.HasField("since") else None
-        until = convert.ts_to_ms(window.until, "range.until") if window.HasField("until") else None
-        if window.key:
-            validate_key(window.key, "range.key")
-        return self._dead_letters.range(since, until, window.key)
+        asked = convert.range_from_pb(window)
+        if asked.key:
+            validate_key(asked.key, "range.key")
+        return self._dead_letters.range(asked.since_ms, asked.until_ms, asked.key)
 
     @_rpc
     async def ListDeadLetters(
@@ -260,9 +219,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             after = (token_number(dead), firing)
         letters = await self._dead_letters.list(tenant, window, after, limit)
         token = encode_token(*letters[-1].sort_key) if len(letters) == limit else ""
-        return pb.ListDeadLettersResponse(
-            dead_letters=[convert.dead_letter_to_pb(d) for d in letters], next_page_token=token
-        )
+        return convert.dead_letter_page_to_pb(Page(tuple(letters), token))
 
     @_rpc
     async def RedriveDeadLetters(
@@ -273,4 +230,4 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         result = await self._dead_letters.redrive(
             tenant, self._range(request.range), list(request.firing_ids), request.again
         )
-        return pb.RedriveDeadLettersResponse(redriven=result.redriven, skipped=result.skipped)
+        return convert.redrive_to_pb(result)

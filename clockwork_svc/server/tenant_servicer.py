@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import tenants_pb2 as pb
 from clockwork_svc.api.v1 import tenants_pb2_grpc as pb_grpc
+from clockwork_svc.api.v1.model import Page, SecretRotated, TenantCreated, TenantInfo, TokenIssued
 from clockwork_svc.domain.spec import validate_tenant
-from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
+from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import PermissionDenied
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.server import convert
 from clockwork_svc.server.auth import Principal
-from clockwork_svc.server.convert import ms_to_ts
 from clockwork_svc.server.servicer import decode_token, encode_token, page_size, rpc_method
 from clockwork_svc.tenancy import TenantAdmin
 
@@ -31,26 +31,7 @@ def tenant_name(name: str) -> str:
 
 
 def tenant_to_pb(t: Tenant) -> pb.Tenant:
-    limits = pb.TenantLimits(
-        rate_per_s=t.limits.rate_per_s,
-        burst=t.limits.burst,
-        max_concurrency=t.limits.max_concurrency,
-        drain_rate_per_s=t.limits.drain_rate_per_s,
-    )
-    defaults = pb.TenantDefaults(retry=convert.retry_to_pb(t.defaults.retry))
-    if t.defaults.relevancy_window_ms:
-        defaults.relevancy_window.CopyFrom(convert.ms_to_dur(t.defaults.relevancy_window_ms))
-    return pb.Tenant(
-        defaults=defaults,
-        limits=limits,
-        paused=t.limits.paused,
-        name=t.name,
-        create_time=ms_to_ts(t.created_ms),
-        update_time=ms_to_ts(t.updated_ms),
-        version=t.version,
-        signing_secret_count=len(t.signing_secrets),
-        token_count=len(t.token_hashes),
-    )
+    return convert.tenant_to_pb(TenantInfo.of(t))
 
 
 class TenantServicer(pb_grpc.TenantServiceServicer):
@@ -63,9 +44,7 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
         self, request: pb.CreateTenantRequest, _: None
     ) -> pb.CreateTenantResponse:
         tenant, token, secret = await self._admin.create(tenant_name(request.name))
-        return pb.CreateTenantResponse(
-            tenant=tenant_to_pb(tenant), token=token, signing_secret=secret
-        )
+        return convert.tenant_created_to_pb(TenantCreated(TenantInfo.of(tenant), token, secret))
 
     @_admin
     async def GetTenant(self, request: pb.GetTenantRequest, _: None) -> pb.Tenant:
@@ -77,23 +56,21 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
         after = decode_token(request.page_token, 1)[0] if request.page_token else None
         tenants = await self._admin.list(after, limit)
         token = encode_token(tenants[-1].name) if len(tenants) == limit else ""
-        return pb.ListTenantsResponse(
-            tenants=[tenant_to_pb(t) for t in tenants], next_page_token=token
-        )
+        return convert.tenant_page_to_pb(Page(tuple(TenantInfo.of(t) for t in tenants), token))
 
     @_admin
     async def RotateSigningSecret(
         self, request: pb.RotateSigningSecretRequest, _: None
     ) -> pb.RotateSigningSecretResponse:
         issued = await self._admin.rotate_secret(tenant_name(request.name), request.retire_previous)
-        return pb.RotateSigningSecretResponse(
-            tenant=tenant_to_pb(issued.tenant), signing_secret=issued.secret
+        return convert.secret_rotated_to_pb(
+            SecretRotated(TenantInfo.of(issued.tenant), issued.secret)
         )
 
     @_admin
     async def IssueToken(self, request: pb.IssueTokenRequest, _: None) -> pb.IssueTokenResponse:
         issued = await self._admin.issue_token(tenant_name(request.name))
-        return pb.IssueTokenResponse(tenant=tenant_to_pb(issued.tenant), token=issued.secret)
+        return convert.token_issued_to_pb(TokenIssued(TenantInfo.of(issued.tenant), issued.secret))
 
     @_admin
     async def RevokeTokens(self, request: pb.RevokeTokensRequest, _: None) -> pb.Tenant:
@@ -101,13 +78,7 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
 
     @_admin
     async def SetTenantLimits(self, request: pb.SetTenantLimitsRequest, _: None) -> pb.Tenant:
-        given = request.limits
-        limits = TenantLimits(
-            rate_per_s=given.rate_per_s,
-            burst=given.burst,
-            max_concurrency=given.max_concurrency,
-            drain_rate_per_s=given.drain_rate_per_s,
-        )
+        limits = convert.limits_from_pb(request.limits)
         return tenant_to_pb(await self._admin.set_limits(tenant_name(request.name), limits))
 
     @_admin
@@ -120,11 +91,5 @@ class TenantServicer(pb_grpc.TenantServiceServicer):
 
     @_admin
     async def SetTenantDefaults(self, request: pb.SetTenantDefaultsRequest, _: None) -> pb.Tenant:
-        given = request.defaults
-        defaults = TenantDefaults(
-            retry=convert.retry_from_pb(given.retry, "defaults.retry"),
-            relevancy_window_ms=convert.dur_to_ms(
-                given.relevancy_window, "defaults.relevancy_window"
-            ),
-        )
+        defaults = convert.defaults_from_pb(request.defaults)
         return tenant_to_pb(await self._admin.set_defaults(tenant_name(request.name), defaults))

@@ -8,14 +8,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
 from clockwork_operator.credentials import Clients, Credential, CredentialError
 from clockwork_operator.resource import Desired, Observed, SpecError, desired, schedule_key
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.server import convert
+from clockwork_svc.domain.model import Schedule, ScheduleState
+from clockwork_svc.errors import (
+    AlreadyExists,
+    ClockworkError,
+    Conflict,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
 
 
 class Invalid(Exception):
@@ -30,15 +40,10 @@ class Retry(Exception):
         self.delay_s = delay_s
 
 
-_TRANSIENT = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-}
-_CREDENTIAL = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
+# Worth retrying soon: the API unreachable or slow (deadlines included), a limit, a
+# concurrent change, a server fault.
+_TRANSIENT = (Unavailable, ResourceExhausted, Conflict, Internal)
+_CREDENTIAL = (Unauthenticated, PermissionDenied)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +71,7 @@ class Reconciler:
         try:
             schedule = await self._upsert(client, rid.key, want)
             schedule = await self._suspend(client, schedule, want.suspend)
-        except grpc.aio.AioRpcError as exc:
+        except ClockworkError as exc:
             raise _mapped(exc) from exc
         return observed(schedule)
 
@@ -79,9 +84,9 @@ class Reconciler:
         client = await self._client(rid.namespace, want)
         try:
             return observed(await client.get(rid.key))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.NOT_FOUND:
-                return None
+        except NotFound:
+            return None
+        except ClockworkError as exc:
             raise _mapped(exc) from exc
 
     async def cancel(self, rid: ResourceId, spec: dict[str, Any], tenant: str | None) -> None:
@@ -95,9 +100,9 @@ class Reconciler:
             client = self._clients.admin(tenant)
         try:
             await client.cancel(rid.key)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
-                return  # never created, or finished/cancelled already
+        except (NotFound, FailedPrecondition):
+            return  # never created, or finished/cancelled already
+        except ClockworkError as exc:
             raise _mapped(exc) from exc
 
     async def _client(self, namespace: str, want: Desired) -> ClockworkClient:
@@ -107,53 +112,47 @@ class Reconciler:
             raise Retry(str(exc), 30) from exc
         return self._clients.client(credential)
 
-    async def _upsert(self, client: ClockworkClient, key: str, want: Desired) -> pb.Schedule:
+    async def _upsert(self, client: ClockworkClient, key: str, want: Desired) -> Schedule:
         try:
             return (await client.create(key, want.spec)).schedule
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() is not grpc.StatusCode.ALREADY_EXISTS:
-                raise
+        except AlreadyExists:
+            pass
         current = await client.get(key)
-        if current.state == pb.CANCELLED:
+        if current.state is ScheduleState.CANCELLED:
             raise Invalid(f"schedule {key} was cancelled; re-create the resource")
         return await client.update(key, want.spec)
 
     async def _suspend(
-        self, client: ClockworkClient, schedule: pb.Schedule, suspend: bool
-    ) -> pb.Schedule:
-        if suspend and schedule.state == pb.ACTIVE:
+        self, client: ClockworkClient, schedule: Schedule, suspend: bool
+    ) -> Schedule:
+        if suspend and schedule.state is ScheduleState.ACTIVE:
             return await client.pause(schedule.key)
-        if not suspend and schedule.state == pb.PAUSED:
+        if not suspend and schedule.state is ScheduleState.PAUSED:
             return await client.resume(schedule.key)
         return schedule
 
 
-def observed(schedule: pb.Schedule) -> Observed:
-    spec = convert.spec_from_pb(schedule.spec)
+def observed(schedule: Schedule) -> Observed:
     return Observed(
         key=schedule.key,
-        state=pb.ScheduleState.Name(schedule.state),
-        next_fire_ms=_ms(schedule, "next_fire_time"),
-        last_fire_ms=_ms(schedule, "last_fire_time"),
-        last_outcome=pb.Outcome.Name(schedule.last_outcome) if schedule.last_outcome else None,
+        state=schedule.state.name,
+        next_fire_ms=schedule.next_fire_ms,
+        last_fire_ms=schedule.last_fire_ms,
+        last_outcome=schedule.last_outcome.name if schedule.last_outcome else None,
         fired_count=schedule.fired_count,
-        description=triggers.describe(spec.trigger),
+        description=triggers.describe(schedule.spec.trigger),
         tenant=schedule.tenant,
     )
 
 
-def _ms(schedule: pb.Schedule, name: str) -> int | None:
-    if not schedule.HasField(name):  # type: ignore[arg-type]
-        return None
-    return int(getattr(schedule, name).ToMilliseconds())
-
-
-def _mapped(exc: grpc.aio.AioRpcError) -> Exception:
-    code, details = exc.code(), exc.details() or ""
-    if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return Invalid(f"rejected by Clockwork: {details}")
-    if code in _CREDENTIAL:
-        return Retry(f"credential refused ({code.name}): {details}", 60)
-    if code in _TRANSIENT:
-        return Retry(f"Clockwork API {code.name}: {details}", 10)
-    return Invalid(f"Clockwork API {code.name}: {details}")
+def _mapped(exc: ClockworkError) -> Exception:
+    """What a failed call means for the resource: fix the spec (Invalid), or try again
+    later (Retry)."""
+    status = exc.status.name if exc.status else type(exc).__name__
+    if isinstance(exc, InvalidArgument):
+        return Invalid(f"rejected by Clockwork: {exc}")
+    if isinstance(exc, _CREDENTIAL):
+        return Retry(f"credential refused ({status}): {exc}", 60)
+    if isinstance(exc, _TRANSIENT):
+        return Retry(f"Clockwork API {status}: {exc}", 10)
+    return Invalid(f"Clockwork API {status}: {exc}")

@@ -11,12 +11,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import grpc
-
 from clockwork_operator.autoscale import Decision, Load, decide
 from clockwork_operator.config import AutoscaleSettings
 from clockwork_operator.kube import Kube, KubeError
-from clockwork_svc.api.v1 import cluster_pb2
+from clockwork_svc.domain.load import ClusterLoad
+from clockwork_svc.errors import ClockworkError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class Autoscaler:
         self,
         settings: AutoscaleSettings,
         kube: Kube,
-        read_load: Callable[[], Awaitable[cluster_pb2.ClusterLoad]],
+        read_load: Callable[[], Awaitable[ClusterLoad]],
         is_leader: Callable[[], bool],
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -58,15 +57,13 @@ class Autoscaler:
                 await self.round()
             except (KubeError, OSError) as exc:
                 log.warning("autoscaler: %s", exc)
-            except grpc.aio.AioRpcError as exc:
-                log.warning("autoscaler: cannot read the cluster load: %s", exc.details())
+            except ClockworkError as exc:
+                log.warning("autoscaler: cannot read the cluster load: %s", exc)
 
     async def round(self) -> Round:
         s = self._settings
-        pb_load = await self._read_load()
-        load = Load(
-            pb_load.due_per_second, pb_load.dispatch_per_second, pb_load.overdue, pb_load.lag_p99_ms
-        )
+        cluster = await self._read_load()
+        load = Load(cluster.due_per_s, cluster.dispatch_per_s, cluster.overdue, cluster.lag_p99_ms)
         deployment = await self._kube.deployment(s.namespace, s.deployment)
         now = self._wall()
         last = _float(deployment.annotations.get(LAST_SCALE_ANNOTATION))

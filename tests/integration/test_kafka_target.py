@@ -14,9 +14,9 @@ from aiokafka import AIOKafkaConsumer
 from standardwebhooks.webhooks import Webhook
 
 from clockwork_svc import app
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import Outcome
 from clockwork_svc.domain.spec import KafkaTarget, RetryKind, RetryPolicy, ScheduleSpec
 from clockwork_svc.server.auth import AuthSettings
 from tests.conftest import require_server
@@ -90,8 +90,8 @@ async def test_kafka_target_gets_key_payload_and_signed_headers(node: app.Node) 
             ids.add(headers["webhook-id"])
         assert len(ids) == 3
         await asyncio.sleep(0.3)
-        outcomes = [e.outcome for e in (await client.executions("kafka-job")).executions]
-        assert outcomes == [pb.SUCCEEDED] * 3
+        outcomes = [e.outcome for e in (await client.executions("kafka-job")).items]
+        assert outcomes == [Outcome.SUCCEEDED] * 3
 
 
 async def test_unreachable_kafka_is_retried(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ async def test_unreachable_kafka_is_retried(tmp_path: Path) -> None:
             await client.create("k", spec)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                letters = (await client.dead_letters()).dead_letters
+                letters = (await client.dead_letters()).items
                 if letters:
                     break
                 await asyncio.sleep(0.5)

@@ -11,16 +11,22 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 from standardwebhooks.webhooks import Webhook
 
 from clockwork_svc import app
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
-from clockwork_svc.api.v1 import tenants_pb2
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import Outcome
 from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, ScheduleSpec
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.errors import (
+    AlreadyExists,
+    ClockworkError,
+    InvalidArgument,
+    PermissionDenied,
+    Unauthenticated,
+)
 from clockwork_svc.server.auth import AuthSettings
 from tests.integration.test_dev_node import dev_settings
 from tests.support.sink import Received, RecordingSink
@@ -67,10 +73,10 @@ def verify(secret: str, got: Received) -> None:
     Webhook(secret).verify(got.body, got.headers, json_parse=False)
 
 
-async def expect_code(call: object, code: grpc.StatusCode) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as err:
+async def expect_error(call: object, kind: type[ClockworkError]) -> None:
+    with pytest.raises(ClockworkError) as err:
         await call  # type: ignore[misc]
-    assert err.value.code() == code, err.value.details()
+    assert type(err.value) is kind, (err.value.status, str(err.value))
 
 
 async def test_signed_delivery_verifies_and_survives_rotation(
@@ -78,7 +84,7 @@ async def test_signed_delivery_verifies_and_survives_rotation(
 ) -> None:
     async with client_for(node, ADMIN) as admin:
         created = await admin.create_tenant("acme")
-        await expect_code(admin.create_tenant("acme"), grpc.StatusCode.ALREADY_EXISTS)
+        await expect_error(admin.create_tenant("acme"), AlreadyExists)
     first_secret = created.signing_secret
     assert first_secret.startswith("whsec_") and created.token.startswith("cwt_")
     async with client_for(node, created.token) as acme:
@@ -107,12 +113,12 @@ async def test_signed_delivery_verifies_and_survives_rotation(
 async def test_tenant_administration_needs_the_admin_token(node: app.Node) -> None:
     async with client_for(node, ADMIN) as admin:
         t = await admin.create_tenant("plain")
-        await expect_code(admin.list(), grpc.StatusCode.INVALID_ARGUMENT)  # names no tenant
+        await expect_error(admin.list(), InvalidArgument)  # names no tenant
     async with client_for(node, t.token) as tenant_client:
-        await expect_code(tenant_client.create_tenant("evil"), grpc.StatusCode.PERMISSION_DENIED)
-        await expect_code(tenant_client.issue_token("plain"), grpc.StatusCode.PERMISSION_DENIED)
+        await expect_error(tenant_client.create_tenant("evil"), PermissionDenied)
+        await expect_error(tenant_client.issue_token("plain"), PermissionDenied)
     async with client_for(node, ADMIN, tenant="plain") as acting:
-        assert (await acting.list()).schedules == []
+        assert (await acting.list()).items == ()
 
 
 async def test_issued_tokens_work_and_revocation_takes_effect(node: app.Node) -> None:
@@ -120,25 +126,23 @@ async def test_issued_tokens_work_and_revocation_takes_effect(node: app.Node) ->
         created = await admin.create_tenant("revokee")
         second = await admin.issue_token("revokee")
         assert second.tenant.token_count == 2
-        listed = [t.name for t in (await admin.list_tenants()).tenants]
+        listed = [t.name for t in (await admin.list_tenants()).items]
         assert "revokee" in listed
     async with client_for(node, second.token) as c:
-        assert (await c.list()).schedules == []
+        assert (await c.list()).items == ()
     async with client_for(node, ADMIN) as admin:
         revoked = await admin.revoke_tokens("revokee")
         assert revoked.token_count == 0
     await asyncio.sleep(0.5)  # past the API's token cache
     for token in (created.token, second.token):
         async with client_for(node, token) as c:
-            await expect_code(c.list(), grpc.StatusCode.UNAUTHENTICATED)
+            await expect_error(c.list(), Unauthenticated)
 
 
 async def test_tenant_rate_limit_spaces_deliveries(node: app.Node, sink: RecordingSink) -> None:
     async with client_for(node, ADMIN) as admin:
         created = await admin.create_tenant("limited")
-        limited = await admin.set_tenant_limits(
-            "limited", tenants_pb2.TenantLimits(rate_per_s=4, burst=1)
-        )
+        limited = await admin.set_tenant_limits("limited", TenantLimits(rate_per_s=4, burst=1))
         assert limited.limits.rate_per_s == 4
     await asyncio.sleep(0.5)  # past the worker's tenant cache
     async with client_for(node, created.token) as c:
@@ -156,7 +160,7 @@ async def test_tenant_concurrency_limit_is_never_exceeded(
     sink.delay_s = 0.3
     async with client_for(node, ADMIN) as admin:
         created = await admin.create_tenant("serial")
-        await admin.set_tenant_limits("serial", tenants_pb2.TenantLimits(max_concurrency=1))
+        await admin.set_tenant_limits("serial", TenantLimits(max_concurrency=1))
     await asyncio.sleep(0.5)
     async with client_for(node, created.token) as c:
         due = now_ms() + 300
@@ -184,8 +188,8 @@ async def test_paused_tenant_holds_firings_past_relevancy_and_drains_on_resume(
             assert not resumed.paused
         got = await sink.wait_for("/held", 3, timeout_s=10)
         assert len(got) == 3
-        outcomes = {e.outcome for e in (await c.executions("h0")).executions}
-        assert outcomes == {pb.SUCCEEDED}
+        outcomes = {e.outcome for e in (await c.executions("h0")).items}
+        assert outcomes == {Outcome.SUCCEEDED}
 
 
 async def test_tenant_defaults_apply_to_schedules_that_leave_policies_unset(
@@ -194,16 +198,11 @@ async def test_tenant_defaults_apply_to_schedules_that_leave_policies_unset(
     sink.responder = lambda path, n: 500
     async with client_for(node, ADMIN) as admin:
         created = await admin.create_tenant("defaulted")
-        retry = pb.RetryPolicy(kind=pb.RetryPolicy.FIXED, max_attempts=3)
-        retry.initial_delay.FromMilliseconds(100)
-        updated = await admin.set_tenant_defaults(
-            "defaulted", tenants_pb2.TenantDefaults(retry=retry)
-        )
-        assert updated.defaults.retry.max_attempts == 3
-        bad = tenants_pb2.TenantDefaults(retry=pb.RetryPolicy(max_attempts=1000))
-        await expect_code(
-            admin.set_tenant_defaults("defaulted", bad), grpc.StatusCode.INVALID_ARGUMENT
-        )
+        retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=100)
+        updated = await admin.set_tenant_defaults("defaulted", TenantDefaults(retry=retry))
+        assert updated.defaults.retry == retry
+        bad = TenantDefaults(retry=RetryPolicy(max_attempts=1000))
+        await expect_error(admin.set_tenant_defaults("defaulted", bad), InvalidArgument)
     await asyncio.sleep(0.5)  # past the worker's tenant cache
     async with client_for(node, created.token) as c:
         await c.create("uses-default", once(sink.url + "/def"))

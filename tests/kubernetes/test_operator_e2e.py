@@ -23,6 +23,7 @@ import pytest_asyncio
 
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ScheduleState
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from tests.conftest import require_server
 from tests.kubernetes.conftest import CHART, KubeTools
@@ -232,7 +233,7 @@ async def test_schedule_lifecycle_through_kubectl(stack: Stack) -> None:
     )
     assert code == 0, err
     async with stack.admin(stack.team) as admin:
-        assert (await admin.get(key)).state == 3  # CANCELLED
+        assert (await admin.get(key)).state is ScheduleState.CANCELLED
     await asyncio.sleep(1.5)
     after = len(stack.sink.at("/k8s"))
     await asyncio.sleep(3)

@@ -32,6 +32,7 @@ import pytest_asyncio
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.coordination.etcd import cluster_status
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ScheduleState
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.storage.cassandra import connecting, drop_keyspace_for_tests
 from clockwork_svc.storage.cassandra.schema import load_layout
@@ -394,7 +395,7 @@ async def test_a_clockwork_schedule_is_reconciled_by_the_operator_pod(release: R
     )
     assert code == 0, err
     async with release.client() as client:
-        assert (await client.get(key)).state == 3  # CANCELLED
+        assert (await client.get(key)).state is ScheduleState.CANCELLED
     await asyncio.sleep(1.5)
     after = len(release.sink.at("/cws"))
     await asyncio.sleep(3)

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from clockwork_svc import app
 from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.errors import ClockworkError
 from clockwork_svc.server.auth import AuthSettings
 from tests.integration.test_dev_node import dev_settings
 from tests.support.sink import RecordingSink
@@ -46,7 +46,7 @@ def client_for(node: app.Node, token: str | None, tenant: str | None = None) -> 
     )
 
 
-async def expect_code(call: object, code: grpc.StatusCode) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as err:
+async def expect_error(call: object, kind: type[ClockworkError]) -> None:
+    with pytest.raises(ClockworkError) as err:
         await call  # type: ignore[misc]
-    assert err.value.code() == code, err.value.details()
+    assert type(err.value) is kind, (err.value.status, str(err.value))

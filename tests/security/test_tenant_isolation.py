@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-import grpc
-
 from clockwork_svc import app
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1.model import DeadLetterInfo, DeadLetterRange
+from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, RetryKind, RetryPolicy, ScheduleSpec
-from tests.security.conftest import ADMIN, client_for, expect_code
+from clockwork_svc.errors import NotFound, Unauthenticated
+from tests.security.conftest import ADMIN, client_for, expect_error
 from tests.support.sink import RecordingSink
 
 DEFAULT_RETRY = RetryPolicy()
@@ -23,12 +23,12 @@ def once(url: str, in_ms: int, retry: RetryPolicy = DEFAULT_RETRY) -> ScheduleSp
     return ScheduleSpec(triggers.OnceTrigger(at), HttpTarget(url), payload=b"{}", retry=retry)
 
 
-async def wait_for_dead_letter(client: object, key: str) -> pb.DeadLetter:
+async def wait_for_dead_letter(client: ClockworkClient, key: str) -> DeadLetterInfo:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        letters = (await client.dead_letters(pb.DeadLetterRange(key=key))).dead_letters  # type: ignore[attr-defined]
+        letters = (await client.dead_letters(DeadLetterRange(key=key))).items
         if letters:
-            return letters[0]  # type: ignore[no-any-return]
+            return letters[0]
         await asyncio.sleep(0.1)
     raise AssertionError(f"no dead letter for {key}")
 
@@ -57,13 +57,13 @@ async def test_tenants_cannot_touch_each_others_schedules_or_dead_letters(
             cb.executions("secret-job"),
             cb.executions("doomed"),
         ):
-            await expect_code(call, grpc.StatusCode.NOT_FOUND)
-        assert [s.key for s in (await cb.list()).schedules] == []
-        assert list((await cb.dead_letters()).dead_letters) == []
-        assert list((await cb.dead_letters(pb.DeadLetterRange(key="doomed"))).dead_letters) == []
+            await expect_error(call, NotFound)
+        assert [s.key for s in (await cb.list()).items] == []
+        assert (await cb.dead_letters()).items == ()
+        assert (await cb.dead_letters(DeadLetterRange(key="doomed"))).items == ()
         # Redriving A's letter by id, by A's key, or everything: nothing of A's moves.
         by_id = await cb.redrive(firing_ids=[letter.firing_id])
-        by_key = await cb.redrive(pb.DeadLetterRange(key="doomed"), again=True)
+        by_key = await cb.redrive(DeadLetterRange(key="doomed"), again=True)
         everything = await cb.redrive(again=True)
         for result in (by_id, by_key, everything):
             assert result.redriven == 0, result
@@ -74,11 +74,11 @@ async def test_tenants_cannot_touch_each_others_schedules_or_dead_letters(
         await asyncio.sleep(0.5)
         after = {k: await ca.get(k) for k in before}
         assert after == before
-        [still] = (await ca.dead_letters(pb.DeadLetterRange(key="doomed"))).dead_letters
-        assert not still.HasField("redrive_time")
+        [still] = (await ca.dead_letters(DeadLetterRange(key="doomed"))).items
+        assert still.redriven_ms is None
         assert len(sink.at("/fails")) == 1  # never delivered again
         assert sink.at("/b") == []
     # A token cannot be used to act for another tenant.
     async with client_for(node, b.token, tenant="tenant-a") as spoof:
-        await expect_code(spoof.list(), grpc.StatusCode.UNAUTHENTICATED)
-        await expect_code(spoof.get("secret-job"), grpc.StatusCode.UNAUTHENTICATED)
+        await expect_error(spoof.list(), Unauthenticated)
+        await expect_error(spoof.get("secret-job"), Unauthenticated)

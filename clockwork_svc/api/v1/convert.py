@@ -1,0 +1,605 @@
+"""Conversions between the v1 protobuf messages and the domain objects (and the API's
+own types in clockwork_svc/api/v1/model.py), in both directions.
+
+The servicers use them to read requests and write replies, the client to write
+requests and read replies, so a reply the client reads back converts to the message
+the server sent. Field paths in errors use the proto field names. Generated code
+(`*_pb2*`) lives beside this module; scripts/gen_proto.py writes only those files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from clockwork_svc.api.status import code_of, error_of, status_of
+from clockwork_svc.api.v1 import cluster_pb2, tenants_pb2
+from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.api.v1.model import (
+    DeadLetterInfo,
+    DeadLetterRange,
+    Page,
+    SecretRotated,
+    TenantCreated,
+    TenantInfo,
+    TokenIssued,
+)
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.domain.model import (
+    Created,
+    DeadLetter,
+    Execution,
+    Outcome,
+    RedriveResult,
+    Schedule,
+    ScheduleState,
+)
+from clockwork_svc.domain.spec import (
+    HttpTarget,
+    KafkaTarget,
+    MisfirePolicy,
+    RetryKind,
+    RetryPolicy,
+    ScheduleSpec,
+    Target,
+)
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.errors import ClockworkError, InvalidArgument
+
+_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+_RETRY_KINDS = {
+    pb.RetryPolicy.KIND_UNSPECIFIED: RetryKind.DEFAULT,
+    pb.RetryPolicy.NONE: RetryKind.NONE,
+    pb.RetryPolicy.FIXED: RetryKind.FIXED,
+    pb.RetryPolicy.EXPONENTIAL: RetryKind.EXPONENTIAL,
+}
+_RETRY_KINDS_PB = {v: k for k, v in _RETRY_KINDS.items()}
+_MISFIRE = {
+    pb.MISFIRE_POLICY_UNSPECIFIED: MisfirePolicy.FIRE_LATEST,
+    pb.FIRE_LATEST: MisfirePolicy.FIRE_LATEST,
+    pb.SKIP: MisfirePolicy.SKIP,
+}
+_MISFIRE_PB = {MisfirePolicy.FIRE_LATEST: pb.FIRE_LATEST, MisfirePolicy.SKIP: pb.SKIP}
+_STATES = {
+    ScheduleState.ACTIVE: pb.ACTIVE,
+    ScheduleState.PAUSED: pb.PAUSED,
+    ScheduleState.CANCELLED: pb.CANCELLED,
+    ScheduleState.COMPLETED: pb.COMPLETED,
+}
+_OUTCOMES = {
+    Outcome.SUCCEEDED: pb.SUCCEEDED,
+    Outcome.RETRYING: pb.RETRYING,
+    Outcome.FAILED: pb.FAILED,
+    Outcome.EXPIRED: pb.EXPIRED,
+}
+_STATES_PB = {v: k for k, v in _STATES.items()}
+_OUTCOMES_PB = {v: k for k, v in _OUTCOMES.items()}
+
+
+def ts_to_ms(ts: timestamp_pb2.Timestamp, field: str) -> int:
+    if not 0 <= ts.nanos < 1_000_000_000:
+        raise InvalidArgument(field, "nanos out of range")
+    ms = ts.seconds * 1000 + ts.nanos // 1_000_000
+    if not 0 <= ms <= _MAX_MS:
+        raise InvalidArgument(field, "must be between 1970 and 9999")
+    return ms
+
+
+def ms_to_ts(ms: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def dur_to_ms(d: duration_pb2.Duration, field: str) -> int:
+    if d.seconds < 0 or d.nanos < 0:
+        raise InvalidArgument(field, "must not be negative")
+    if d.seconds > 10 * 365 * 86_400:
+        raise InvalidArgument(field, "is too long")
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def ms_to_dur(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _opt_ts(msg: object, name: str, field: str) -> int | None:
+    if not msg.HasField(name):  # type: ignore[attr-defined]
+        return None
+    return ts_to_ms(getattr(msg, name), field)
+
+
+def retry_from_pb(retry: pb.RetryPolicy, prefix: str) -> RetryPolicy:
+    if retry.kind not in _RETRY_KINDS:
+        raise InvalidArgument(f"{prefix}.kind", "unknown retry kind")
+    return RetryPolicy(
+        kind=_RETRY_KINDS[retry.kind],
+        max_attempts=retry.max_attempts,
+        initial_delay_ms=dur_to_ms(retry.initial_delay, f"{prefix}.initial_delay"),
+        max_delay_ms=dur_to_ms(retry.max_delay, f"{prefix}.max_delay"),
+        multiplier=retry.multiplier,
+        max_age_ms=dur_to_ms(retry.max_age, f"{prefix}.max_age"),
+    )
+
+
+def retry_to_pb(r: RetryPolicy) -> pb.RetryPolicy:
+    out = pb.RetryPolicy(
+        kind=_RETRY_KINDS_PB[r.kind], max_attempts=r.max_attempts, multiplier=r.multiplier
+    )
+    if r.max_age_ms:
+        out.max_age.CopyFrom(ms_to_dur(r.max_age_ms))
+    if r.initial_delay_ms:
+        out.initial_delay.CopyFrom(ms_to_dur(r.initial_delay_ms))
+    if r.max_delay_ms:
+        out.max_delay.CopyFrom(ms_to_dur(r.max_delay_ms))
+    return out
+
+
+def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
+    kind = spec.WhichOneof("trigger")
+    trigger: triggers.Trigger
+    if kind == "once":
+        if not spec.once.HasField("at"):
+            raise InvalidArgument(f"{prefix}.once.at", "is required")
+        trigger = triggers.OnceTrigger(ts_to_ms(spec.once.at, f"{prefix}.once.at"))
+    elif kind == "interval":
+        iv = spec.interval
+        trigger = triggers.IntervalTrigger(
+            every_ms=dur_to_ms(iv.every, f"{prefix}.interval.every"),
+            start_ms=_opt_ts(iv, "start", f"{prefix}.interval.start"),
+            end_ms=_opt_ts(iv, "end", f"{prefix}.interval.end"),
+            count=iv.count or None,
+        )
+    elif kind == "cron":
+        cr = spec.cron
+        trigger = triggers.CronTrigger(
+            expression=cr.expression,
+            timezone=cr.timezone or "UTC",
+            start_ms=_opt_ts(cr, "start", f"{prefix}.cron.start"),
+            end_ms=_opt_ts(cr, "end", f"{prefix}.cron.end"),
+            count=cr.count or None,
+        )
+    else:
+        raise InvalidArgument(f"{prefix}.trigger", "one of once, interval or cron is required")
+    target = _target_from_pb(spec, prefix)
+    retry = retry_from_pb(spec.retry, f"{prefix}.retry")
+    if spec.misfire not in _MISFIRE:
+        raise InvalidArgument(f"{prefix}.misfire", "unknown misfire policy")
+    return ScheduleSpec(
+        trigger=trigger,
+        target=target,
+        payload=spec.payload,
+        retry=retry,
+        relevancy_window_ms=dur_to_ms(spec.relevancy_window, f"{prefix}.relevancy_window"),
+        jitter_ms=dur_to_ms(spec.jitter, f"{prefix}.jitter"),
+        ordering_key=spec.ordering_key,
+        misfire=_MISFIRE[spec.misfire],
+    )
+
+
+def _target_from_pb(spec: pb.ScheduleSpec, prefix: str) -> Target:
+    kind = spec.WhichOneof("target")
+    if kind == "kafka":
+        return KafkaTarget(
+            topic=spec.kafka.topic, headers=tuple(sorted(spec.kafka.headers.items()))
+        )
+    if kind != "http":
+        raise InvalidArgument(f"{prefix}.http", "a target (http or kafka) is required")
+    http = spec.http
+    return HttpTarget(
+        url=http.url,
+        method=(http.method or "POST").upper(),
+        headers=tuple(sorted(http.headers.items())),
+        timeout_ms=dur_to_ms(http.timeout, f"{prefix}.http.timeout"),
+    )
+
+
+def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
+    out = pb.ScheduleSpec(
+        payload=spec.payload, ordering_key=spec.ordering_key, misfire=_MISFIRE_PB[spec.misfire]
+    )
+    t = spec.trigger
+    if isinstance(t, triggers.OnceTrigger):
+        out.once.at.CopyFrom(ms_to_ts(t.at_ms))
+    elif isinstance(t, triggers.IntervalTrigger):
+        out.interval.every.CopyFrom(ms_to_dur(t.every_ms))
+        _set_window(out.interval, t.start_ms, t.end_ms, t.count)
+    else:
+        out.cron.expression = t.expression
+        out.cron.timezone = t.timezone
+        _set_window(out.cron, t.start_ms, t.end_ms, t.count)
+    if isinstance(spec.target, KafkaTarget):
+        out.kafka.topic = spec.target.topic
+        out.kafka.headers.update(dict(spec.target.headers))
+    else:
+        out.http.url = spec.target.url
+        out.http.method = spec.target.method
+        out.http.headers.update(dict(spec.target.headers))
+        if spec.target.timeout_ms:
+            out.http.timeout.CopyFrom(ms_to_dur(spec.target.timeout_ms))
+    out.retry.CopyFrom(retry_to_pb(spec.retry))
+    if spec.relevancy_window_ms:
+        out.relevancy_window.CopyFrom(ms_to_dur(spec.relevancy_window_ms))
+    if spec.jitter_ms:
+        out.jitter.CopyFrom(ms_to_dur(spec.jitter_ms))
+    return out
+
+
+def _set_window(
+    msg: pb.IntervalTrigger | pb.CronTrigger, start: int | None, end: int | None, count: int | None
+) -> None:
+    if start is not None:
+        msg.start.CopyFrom(ms_to_ts(start))
+    if end is not None:
+        msg.end.CopyFrom(ms_to_ts(end))
+    msg.count = count or 0
+
+
+# --- schedules ------------------------------------------------------------------------
+
+
+def schedule_to_pb(s: Schedule) -> pb.Schedule:
+    out = pb.Schedule(
+        tenant=s.tenant,
+        key=s.key,
+        id=s.id,
+        spec=spec_to_pb(s.spec),
+        state=_STATES[s.state],
+        version=s.version,
+        create_time=ms_to_ts(s.created_ms),
+        update_time=ms_to_ts(s.updated_ms),
+        fired_count=s.fired_count,
+        shard=s.shard,
+        last_outcome=_OUTCOMES[s.last_outcome] if s.last_outcome else pb.OUTCOME_UNSPECIFIED,
+    )
+    if s.next_fire_ms is not None and s.state is ScheduleState.ACTIVE:
+        out.next_fire_time.CopyFrom(ms_to_ts(s.next_fire_ms))
+    if s.last_fire_ms is not None:
+        out.last_fire_time.CopyFrom(ms_to_ts(s.last_fire_ms))
+    return out
+
+
+def schedule_from_pb(s: pb.Schedule) -> Schedule:
+    """The schedule the server sent (its next fire time only while it is active)."""
+    if s.state not in _STATES_PB:
+        raise InvalidArgument("schedule.state", "unknown schedule state")
+    return Schedule(
+        tenant=s.tenant,
+        key=s.key,
+        id=s.id,
+        spec=spec_from_pb(s.spec, "schedule.spec"),
+        state=_STATES_PB[s.state],
+        version=s.version,
+        created_ms=ts_to_ms(s.create_time, "schedule.create_time"),
+        updated_ms=ts_to_ms(s.update_time, "schedule.update_time"),
+        shard=s.shard,
+        next_fire_ms=_opt_ts(s, "next_fire_time", "schedule.next_fire_time"),
+        last_fire_ms=_opt_ts(s, "last_fire_time", "schedule.last_fire_time"),
+        last_outcome=_outcome_from_pb(s.last_outcome, "schedule.last_outcome"),
+        fired_count=s.fired_count,
+    )
+
+
+def _outcome_from_pb(outcome: pb.Outcome.ValueType, field: str) -> Outcome | None:
+    if outcome == pb.OUTCOME_UNSPECIFIED:
+        return None
+    if outcome not in _OUTCOMES_PB:
+        raise InvalidArgument(field, "unknown outcome")
+    return _OUTCOMES_PB[outcome]
+
+
+def created_to_pb(c: Created) -> pb.CreateScheduleResponse:
+    return pb.CreateScheduleResponse(schedule=schedule_to_pb(c.schedule), created=c.created)
+
+
+def created_from_pb(c: pb.CreateScheduleResponse) -> Created:
+    return Created(schedule_from_pb(c.schedule), c.created)
+
+
+def batch_to_pb(outcomes: Sequence[Created | ClockworkError]) -> pb.BatchCreateSchedulesResponse:
+    """Each entry's answer: the created schedule, or its error's status and message."""
+    results = [
+        pb.BatchCreateResult(code=0, response=created_to_pb(outcome))
+        if isinstance(outcome, Created)
+        else pb.BatchCreateResult(code=status_of(outcome).value[0], message=str(outcome))
+        for outcome in outcomes
+    ]
+    return pb.BatchCreateSchedulesResponse(results=results)
+
+
+def batch_from_pb(reply: pb.BatchCreateSchedulesResponse) -> list[Created | ClockworkError]:
+    """Each entry's answer, in request order: `Created`, or the error its status stands
+    for (not raised: the other entries went through)."""
+    return [
+        created_from_pb(r.response) if r.code == 0 else error_of(code_of(r.code), r.message)
+        for r in reply.results
+    ]
+
+
+def schedule_page_to_pb(page: Page[Schedule]) -> pb.ListSchedulesResponse:
+    return pb.ListSchedulesResponse(
+        schedules=[schedule_to_pb(s) for s in page.items], next_page_token=page.next_page_token
+    )
+
+
+def schedule_page_from_pb(reply: pb.ListSchedulesResponse) -> Page[Schedule]:
+    return Page(tuple(schedule_from_pb(s) for s in reply.schedules), reply.next_page_token)
+
+
+# --- executions and dead letters -----------------------------------------------------
+
+
+def execution_to_pb(e: Execution) -> pb.Execution:
+    out = pb.Execution(
+        firing_id=e.firing_id,
+        delivery_id=e.delivery_id,
+        attempt=e.attempt,
+        occurrence_time=ms_to_ts(e.occurrence_ms),
+        due_time=ms_to_ts(e.due_ms),
+        start_time=ms_to_ts(e.started_ms),
+        duration=ms_to_dur(e.duration_ms),
+        outcome=_OUTCOMES[e.outcome],
+        status_code=e.status_code,
+        error=e.error,
+    )
+    if e.next_attempt_ms is not None:
+        out.next_attempt_time.CopyFrom(ms_to_ts(e.next_attempt_ms))
+    return out
+
+
+def execution_from_pb(e: pb.Execution, tenant: str, key: str) -> Execution:
+    """An execution of schedule `key` of `tenant` (the message carries neither: the
+    request names them)."""
+    outcome = _outcome_from_pb(e.outcome, "execution.outcome")
+    if outcome is None:
+        raise InvalidArgument("execution.outcome", "is required")
+    return Execution(
+        tenant=tenant,
+        schedule_key=key,
+        firing_id=e.firing_id,
+        delivery_id=e.delivery_id,
+        attempt=e.attempt,
+        occurrence_ms=ts_to_ms(e.occurrence_time, "execution.occurrence_time"),
+        due_ms=ts_to_ms(e.due_time, "execution.due_time"),
+        started_ms=ts_to_ms(e.start_time, "execution.start_time"),
+        duration_ms=dur_to_ms(e.duration, "execution.duration"),
+        outcome=outcome,
+        status_code=e.status_code,
+        error=e.error,
+        next_attempt_ms=_opt_ts(e, "next_attempt_time", "execution.next_attempt_time"),
+    )
+
+
+def execution_page_to_pb(page: Page[Execution]) -> pb.ListExecutionsResponse:
+    return pb.ListExecutionsResponse(
+        executions=[execution_to_pb(e) for e in page.items], next_page_token=page.next_page_token
+    )
+
+
+def execution_page_from_pb(
+    reply: pb.ListExecutionsResponse, tenant: str, key: str
+) -> Page[Execution]:
+    executions = tuple(execution_from_pb(e, tenant, key) for e in reply.executions)
+    return Page(executions, reply.next_page_token)
+
+
+def dead_letter_to_pb(d: DeadLetter | DeadLetterInfo) -> pb.DeadLetter:
+    out = pb.DeadLetter(
+        key=d.schedule_key,
+        firing_id=d.firing_id,
+        delivery_id=d.delivery_id,
+        occurrence_time=ms_to_ts(d.occurrence_ms),
+        attempts=d.attempts,
+        dead_time=ms_to_ts(d.dead_ms),
+        last_status_code=d.last_status,
+        last_error=d.last_error,
+    )
+    if d.redriven_ms is not None:
+        out.redrive_time.CopyFrom(ms_to_ts(d.redriven_ms))
+    return out
+
+
+def dead_letter_from_pb(d: pb.DeadLetter) -> DeadLetterInfo:
+    return DeadLetterInfo(
+        schedule_key=d.key,
+        firing_id=d.firing_id,
+        delivery_id=d.delivery_id,
+        occurrence_ms=ts_to_ms(d.occurrence_time, "dead_letter.occurrence_time"),
+        attempts=d.attempts,
+        dead_ms=ts_to_ms(d.dead_time, "dead_letter.dead_time"),
+        last_status=d.last_status_code,
+        last_error=d.last_error,
+        redriven_ms=_opt_ts(d, "redrive_time", "dead_letter.redrive_time"),
+    )
+
+
+def dead_letter_page_to_pb(
+    page: Page[DeadLetter] | Page[DeadLetterInfo],
+) -> pb.ListDeadLettersResponse:
+    return pb.ListDeadLettersResponse(
+        dead_letters=[dead_letter_to_pb(d) for d in page.items],
+        next_page_token=page.next_page_token,
+    )
+
+
+def dead_letter_page_from_pb(reply: pb.ListDeadLettersResponse) -> Page[DeadLetterInfo]:
+    return Page(tuple(dead_letter_from_pb(d) for d in reply.dead_letters), reply.next_page_token)
+
+
+def range_to_pb(window: DeadLetterRange) -> pb.DeadLetterRange:
+    out = pb.DeadLetterRange(key=window.key)
+    if window.since_ms is not None:
+        out.since.CopyFrom(ms_to_ts(window.since_ms))
+    if window.until_ms is not None:
+        out.until.CopyFrom(ms_to_ts(window.until_ms))
+    return out
+
+
+def range_from_pb(window: pb.DeadLetterRange) -> DeadLetterRange:
+    return DeadLetterRange(
+        since_ms=_opt_ts(window, "since", "range.since"),
+        until_ms=_opt_ts(window, "until", "range.until"),
+        key=window.key,
+    )
+
+
+def redrive_to_pb(r: RedriveResult) -> pb.RedriveDeadLettersResponse:
+    return pb.RedriveDeadLettersResponse(redriven=r.redriven, skipped=r.skipped)
+
+
+def redrive_from_pb(r: pb.RedriveDeadLettersResponse) -> RedriveResult:
+    return RedriveResult(redriven=r.redriven, skipped=r.skipped)
+
+
+# --- tenants ---------------------------------------------------------------------------
+
+
+def limits_to_pb(limits: TenantLimits) -> tenants_pb2.TenantLimits:
+    """The limits (without `paused`: the API sets that with PauseTenant/ResumeTenant)."""
+    return tenants_pb2.TenantLimits(
+        rate_per_s=limits.rate_per_s,
+        burst=limits.burst,
+        max_concurrency=limits.max_concurrency,
+        drain_rate_per_s=limits.drain_rate_per_s,
+    )
+
+
+def limits_from_pb(limits: tenants_pb2.TenantLimits, paused: bool = False) -> TenantLimits:
+    return TenantLimits(
+        rate_per_s=limits.rate_per_s,
+        burst=limits.burst,
+        max_concurrency=limits.max_concurrency,
+        paused=paused,
+        drain_rate_per_s=limits.drain_rate_per_s,
+    )
+
+
+def defaults_to_pb(defaults: TenantDefaults) -> tenants_pb2.TenantDefaults:
+    out = tenants_pb2.TenantDefaults(retry=retry_to_pb(defaults.retry))
+    if defaults.relevancy_window_ms:
+        out.relevancy_window.CopyFrom(ms_to_dur(defaults.relevancy_window_ms))
+    return out
+
+
+def defaults_from_pb(
+    defaults: tenants_pb2.TenantDefaults, prefix: str = "defaults"
+) -> TenantDefaults:
+    return TenantDefaults(
+        retry=retry_from_pb(defaults.retry, f"{prefix}.retry"),
+        relevancy_window_ms=dur_to_ms(defaults.relevancy_window, f"{prefix}.relevancy_window"),
+    )
+
+
+def tenant_to_pb(t: TenantInfo) -> tenants_pb2.Tenant:
+    return tenants_pb2.Tenant(
+        defaults=defaults_to_pb(t.defaults),
+        limits=limits_to_pb(t.limits),
+        paused=t.limits.paused,
+        name=t.name,
+        create_time=ms_to_ts(t.created_ms),
+        update_time=ms_to_ts(t.updated_ms),
+        version=t.version,
+        signing_secret_count=t.signing_secret_count,
+        token_count=t.token_count,
+    )
+
+
+def tenant_from_pb(t: tenants_pb2.Tenant) -> TenantInfo:
+    return TenantInfo(
+        name=t.name,
+        created_ms=ts_to_ms(t.create_time, "tenant.create_time"),
+        updated_ms=ts_to_ms(t.update_time, "tenant.update_time"),
+        version=t.version,
+        signing_secret_count=t.signing_secret_count,
+        token_count=t.token_count,
+        limits=limits_from_pb(t.limits, t.paused),
+        defaults=defaults_from_pb(t.defaults, "tenant.defaults"),
+    )
+
+
+def tenant_page_to_pb(page: Page[TenantInfo]) -> tenants_pb2.ListTenantsResponse:
+    return tenants_pb2.ListTenantsResponse(
+        tenants=[tenant_to_pb(t) for t in page.items], next_page_token=page.next_page_token
+    )
+
+
+def tenant_page_from_pb(reply: tenants_pb2.ListTenantsResponse) -> Page[TenantInfo]:
+    return Page(tuple(tenant_from_pb(t) for t in reply.tenants), reply.next_page_token)
+
+
+def tenant_created_to_pb(c: TenantCreated) -> tenants_pb2.CreateTenantResponse:
+    return tenants_pb2.CreateTenantResponse(
+        tenant=tenant_to_pb(c.tenant), token=c.token, signing_secret=c.signing_secret
+    )
+
+
+def tenant_created_from_pb(c: tenants_pb2.CreateTenantResponse) -> TenantCreated:
+    return TenantCreated(tenant_from_pb(c.tenant), c.token, c.signing_secret)
+
+
+def secret_rotated_to_pb(r: SecretRotated) -> tenants_pb2.RotateSigningSecretResponse:
+    return tenants_pb2.RotateSigningSecretResponse(
+        tenant=tenant_to_pb(r.tenant), signing_secret=r.signing_secret
+    )
+
+
+def secret_rotated_from_pb(r: tenants_pb2.RotateSigningSecretResponse) -> SecretRotated:
+    return SecretRotated(tenant_from_pb(r.tenant), r.signing_secret)
+
+
+def token_issued_to_pb(i: TokenIssued) -> tenants_pb2.IssueTokenResponse:
+    return tenants_pb2.IssueTokenResponse(tenant=tenant_to_pb(i.tenant), token=i.token)
+
+
+def token_issued_from_pb(i: tenants_pb2.IssueTokenResponse) -> TokenIssued:
+    return TokenIssued(tenant_from_pb(i.tenant), i.token)
+
+
+# --- cluster load ------------------------------------------------------------------------
+
+
+def cluster_load_to_pb(load: ClusterLoad) -> cluster_pb2.ClusterLoad:
+    return cluster_pb2.ClusterLoad(
+        workers=[
+            cluster_pb2.WorkerLoad(
+                worker_id=w.worker_id,
+                shards=w.shards,
+                due_per_second=w.due_per_s,
+                overdue=w.overdue,
+                dispatch_per_second=w.dispatch_per_s,
+                lag_p50_ms=w.lag_p50_ms,
+                lag_p99_ms=w.lag_p99_ms,
+                in_flight=w.in_flight,
+                window_seconds=w.window_s,
+                report_time=ms_to_ts(w.report_ms),
+            )
+            for w in sorted(load.workers, key=lambda w: w.worker_id)
+        ],
+        due_per_second=load.due_per_s,
+        dispatch_per_second=load.dispatch_per_s,
+        overdue=load.overdue,
+        lag_p99_ms=load.lag_p99_ms,
+        shard_count=load.shard_count,
+        shards_owned=load.shards_owned,
+    )
+
+
+def cluster_load_from_pb(load: cluster_pb2.ClusterLoad) -> ClusterLoad:
+    """The workers' reports (the sums are computed from them, as the server did)."""
+    workers = tuple(
+        WorkerLoad(
+            worker_id=w.worker_id,
+            shards=w.shards,
+            due_per_s=w.due_per_second,
+            overdue=w.overdue,
+            dispatch_per_s=w.dispatch_per_second,
+            lag_p50_ms=w.lag_p50_ms,
+            lag_p99_ms=w.lag_p99_ms,
+            in_flight=w.in_flight,
+            window_s=w.window_seconds,
+            report_ms=ts_to_ms(w.report_time, "worker.report_time"),
+        )
+        for w in load.workers
+    )
+    return ClusterLoad(workers, shard_count=load.shard_count, shards_owned=load.shards_owned)
