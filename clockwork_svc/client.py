@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import grpc
 
+from clockwork_svc.api import DEFAULT_ADDRESS
 from clockwork_svc.api.status import error_from_rpc
 from clockwork_svc.api.v1 import (
     cluster_pb2,
@@ -75,7 +76,7 @@ _SERVICE_CONFIG = json.dumps(
 
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    server: str = "127.0.0.1:7070"
+    server: str = DEFAULT_ADDRESS
     tenant: str | None = None
     token: str | None = None
     ca_file: Path | None = None

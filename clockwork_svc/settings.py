@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clockwork_svc.api import DEFAULT_ADDRESS
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import Limits
 from clockwork_svc.gc_policy import YOUNG_THRESHOLD
@@ -63,7 +64,7 @@ take any, and each owned shard costs a read every second even when idle."""
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
-    listen: str = "127.0.0.1:7070"
+    listen: str = DEFAULT_ADDRESS
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings | None = None
     limits: Limits = field(default_factory=Limits)

@@ -33,28 +33,22 @@ from clockwork_svc.errors import ClockworkError
 T = TypeVar("T")
 
 
+_TLS_OPTIONS = (
+    ("--tls-ca", "CLOCKWORK_TLS_CA", "Use TLS, trusting this CA for the server's certificate."),
+    ("--tls-client-cert", "CLOCKWORK_TLS_CLIENT_CERT", "Client certificate for mutual TLS."),
+    ("--tls-client-key", "CLOCKWORK_TLS_CLIENT_KEY", "Client key for mutual TLS."),
+)
+
+
 def tls_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option(
-        "--tls-ca",
-        envvar="CLOCKWORK_TLS_CA",
-        default=None,
-        type=click.Path(exists=True, path_type=Path),
-        help="Use TLS, trusting this CA for the server's certificate.",
-    )(fn)
-    fn = click.option(
-        "--tls-client-cert",
-        envvar="CLOCKWORK_TLS_CLIENT_CERT",
-        default=None,
-        type=click.Path(exists=True, path_type=Path),
-        help="Client certificate for mutual TLS.",
-    )(fn)
-    fn = click.option(
-        "--tls-client-key",
-        envvar="CLOCKWORK_TLS_CLIENT_KEY",
-        default=None,
-        type=click.Path(exists=True, path_type=Path),
-        help="Client key for mutual TLS.",
-    )(fn)
+    for flag, envvar, help_text in _TLS_OPTIONS:
+        fn = click.option(
+            flag,
+            envvar=envvar,
+            default=None,
+            type=click.Path(exists=True, path_type=Path),
+            help=help_text,
+        )(fn)
     return fn
 
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clockwork_operator.autoscale import ScalePolicy
+from clockwork_svc.api import DEFAULT_ADDRESS
 
 
 @dataclass(frozen=True, slots=True)
 class ApiConnection:
-    server: str = "127.0.0.1:7070"
+    server: str = DEFAULT_ADDRESS
     # The admin token: GetClusterLoad, and acting for a tenant that has no Secret.
     admin_token: str = ""
     ca_file: Path | None = None
