@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from clockwork_svc.api.v1 import scheduler_pb2 as pb
-from clockwork_svc.api.v1 import tenants_pb2
+from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.cli import main, schedules
 from clockwork_svc.client import ClientSettings
 from clockwork_svc.coordination.etcd import ClusterView
@@ -25,10 +22,11 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
 )
+from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.settings import EtcdSettings
 
 Call = tuple[ClientSettings, str, tuple[Any, ...]]
-NEW_YEAR_2030 = Timestamp(seconds=1_893_456_000)
+NEW_YEAR_2030_MS = 1_893_456_000_000
 
 
 class Called(Exception):
@@ -190,16 +188,16 @@ def test_dead_letter_commands_send_their_window(calls: list[Call]) -> None:
     _, method, args = call_of(
         calls, "dlq", "list", "--since", "2030-01-01T00:00:00Z", "--key", "k", "--page-size", "7"
     )
-    window = pb.DeadLetterRange(key="k", since=NEW_YEAR_2030)
+    window = DeadLetterRange(since_ms=NEW_YEAR_2030_MS, key="k")
     assert (method, args) == ("dead_letters", (window, 7, ""))
 
     calls.clear()
     _, method, args = call_of(calls, "dlq", "redrive", "--firing-id", "f1", "--again")
-    assert (method, args) == ("redrive", (pb.DeadLetterRange(), ("f1",), True))
+    assert (method, args) == ("redrive", (DeadLetterRange(), ("f1",), True))
 
     calls.clear()
     _, method, args = call_of(calls, "dlq", "redrive", "--until", "2030-01-01T00:00:00Z")
-    window = pb.DeadLetterRange(until=NEW_YEAR_2030)
+    window = DeadLetterRange(until_ms=NEW_YEAR_2030_MS)
     assert (method, args) == ("redrive", (window, (), False))
 
 
@@ -216,9 +214,7 @@ def test_tenant_limits_and_defaults(calls: list[Call]) -> None:
         calls, "tenant", "limits", "n", "--rate", "2.5", "--burst", "3",
         "--concurrency", "4", "--drain-rate", "1",
     )  # fmt: skip
-    limits = tenants_pb2.TenantLimits(
-        rate_per_s=2.5, burst=3, max_concurrency=4, drain_rate_per_s=1
-    )
+    limits = TenantLimits(rate_per_s=2.5, burst=3, max_concurrency=4, drain_rate_per_s=1.0)
     assert (method, args) == ("set_tenant_limits", ("n", limits))
 
     calls.clear()
@@ -226,13 +222,10 @@ def test_tenant_limits_and_defaults(calls: list[Call]) -> None:
         calls, "tenant", "defaults", "n", "--retry", "fixed", "--max-attempts", "3",
         "--initial-delay", "2s", "--max-delay", "5m", "--relevancy", "30m",
     )  # fmt: skip
-    retry = pb.RetryPolicy(
-        kind=pb.RetryPolicy.FIXED,
-        max_attempts=3,
-        initial_delay=Duration(seconds=2),
-        max_delay=Duration(seconds=300),
+    retry = RetryPolicy(
+        kind=RetryKind.FIXED, max_attempts=3, initial_delay_ms=2_000, max_delay_ms=300_000
     )
-    wanted = tenants_pb2.TenantDefaults(retry=retry, relevancy_window=Duration(seconds=1800))
+    wanted = TenantDefaults(retry=retry, relevancy_window_ms=1_800_000)
     assert (method, args) == ("set_tenant_defaults", ("n", wanted))
 
 
