@@ -1,7 +1,11 @@
-"""The raw insert limit: the rows a create writes (index entry, conditional schedule
-insert, first firing), written straight with the driver's `execute_async`, K creates
-in flight, no API, no asyncio: each create's three writes chained in driver callbacks,
-in the order the store writes them. The statements are the store's own CQL."""
+"""The raw insert limits: the rows a create writes (index entry, schedule, first
+firing), written straight with the driver's `execute_async`, K creates in flight, no
+API, no asyncio: each create's three writes chained in driver callbacks, in the order
+the store writes them.
+
+Two limits: `conditional` writes the schedule as the store does (its own CQL: a
+lightweight transaction, a Paxos round); `plain` writes the same row with a plain
+INSERT (what a create would cost without the compare-and-set)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.storage.cassandra import connecting, rows, schema
 from clockwork_svc.storage.cassandra import store as cassandra_store
+from clockwork_svc.storage.columns import SCHEDULES, markers
 
 _STATEMENTS = ("upsert_index", "insert_schedule", "put_firing")
 
@@ -35,9 +40,14 @@ class RawResult:
 
 
 def create_params(
-    tenant: str, keys: Sequence[str], spec: ScheduleSpec, layout: ClusterLayout
+    tenant: str,
+    keys: Sequence[str],
+    spec: ScheduleSpec,
+    layout: ClusterLayout,
+    conditional: bool = True,
 ) -> list[tuple[tuple[Any, ...], ...]]:
-    """Per key, the parameters of the three writes, exactly as the store binds them."""
+    """Per key, the parameters of the three writes, exactly as the store binds them
+    (`conditional`), or with the schedule as a plain INSERT's."""
     now = int(time.time() * 1000)
     out: list[tuple[tuple[Any, ...], ...]] = []
     for key in keys:
@@ -48,7 +58,7 @@ def create_params(
         out.append(
             (
                 rows.index_params(s),
-                rows.insert_schedule_params(s),
+                rows.insert_schedule_params(s) if conditional else SCHEDULES.encode(s),
                 rows.firing_params(f, bucket, ttl),
             )
         )
@@ -56,15 +66,20 @@ def create_params(
 
 
 class RawInserter:
-    def __init__(self, session: Any, keyspace: str) -> None:
+    def __init__(self, session: Any, keyspace: str, conditional: bool = True) -> None:
         self._session = session
         cql = cassandra_store.cql(keyspace)
-        self._statements = [
-            cassandra_store.prepare(session, getattr(cql, name)) for name in _STATEMENTS
-        ]
+        texts = [getattr(cql, name) for name in _STATEMENTS]
+        if not conditional:
+            texts[1] = cassandra_store.Cql(
+                f"INSERT INTO {keyspace}.schedules ({SCHEDULES.names}) "
+                f"VALUES ({markers(len(SCHEDULES.columns))})",
+                True,
+            )
+        self._statements = [cassandra_store.prepare(session, text) for text in texts]
         self._profiles = [
             connecting.PROFILE_DEFAULT,
-            connecting.PROFILE_LWT,
+            connecting.PROFILE_LWT if conditional else connecting.PROFILE_DEFAULT,
             connecting.PROFILE_DEFAULT,
         ]
 

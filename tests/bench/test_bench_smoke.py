@@ -61,8 +61,9 @@ def test_accept(tmp_path: Path) -> None:
         "8",
     )
     assert [m["n"] for m in report["modes"]] == [200, 200]
-    assert report["raw"][0]["errors"] == 0
-    assert report["ratio_api_to_raw"] > 0
+    assert [(r["kind"], r["errors"]) for r in report["raw"]] == [("plain", 0), ("conditional", 0)]
+    assert report["ratio_api_to_raw_plain"] > 0
+    assert report["ratio_api_to_raw_conditional"] > 0
 
 
 def test_fire(tmp_path: Path) -> None:
