@@ -76,6 +76,11 @@ class Store(Protocol):
         of concurrent inserts for the same pair, exactly one succeeds.
         """
 
+    async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
+        """`insert_schedule` of each, answered in order; cheaper than one call each. Each
+        insert is atomic on its own, not the whole: if this raises, any of them may
+        have been inserted."""
+
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None: ...
 
     async def list_schedules(

@@ -84,38 +84,97 @@ class Scheduling:
             )
 
     async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
-        validate_key(key)
-        self._validate(spec)
-        now = self._clock.now_ms()
-        schedule, firing = planning.new_schedule(
-            tenant, key, spec, uuid.uuid4().hex, now, self._layout
-        )
-        existing = await self._store.insert_schedule(schedule)
-        if existing is None:
-            if firing is not None:
-                await self._put(firing)
-            self._on_created()
-            return Created(schedule, True)
-        if existing.spec != spec:
-            raise AlreadyExists(
-                f"schedule {key!r} exists with a different spec; use update to change it"
-            )
-        await self._ensure_armed(existing)
-        return Created(existing, False)
+        (outcome,) = await self._create_all(tenant, [(key, spec)])
+        if isinstance(outcome, ClockworkError):
+            raise outcome
+        return outcome
 
     async def create_many(
         self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]
     ) -> list[Created | ClockworkError]:
+        """Each request's outcome, in order: as `create` would answer it alone."""
         if len(requests) > MAX_BATCH:
             raise InvalidArgument("requests", f"at most {MAX_BATCH} per batch")
+        return await self._create_all(tenant, requests)
 
-        async def one(key: str, spec: ScheduleSpec) -> Created | ClockworkError:
+    async def _create_all(
+        self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]
+    ) -> list[Created | ClockworkError]:
+        """Insert the valid requests' schedules together, then their first firings in
+        one write (the store groups them by partition). A schedule is acknowledged only
+        once its first firing is written; a failure in between leaves it to the retried
+        create, which finds it and arms it (`_ensure_armed`)."""
+        outcomes: list[Created | ClockworkError | None] = [None] * len(requests)
+        planned: list[tuple[int, Schedule, Firing | None]] = []
+        now = self._clock.now_ms()
+        for i, (key, spec) in enumerate(requests):
             try:
-                return await self.create(tenant, key, spec)
+                validate_key(key)
+                self._validate(spec)
             except ClockworkError as exc:
-                return exc
+                outcomes[i] = exc
+                continue
+            schedule, firing = planning.new_schedule(
+                tenant, key, spec, uuid.uuid4().hex, now, self._layout
+            )
+            planned.append((i, schedule, firing))
+        found: list[Schedule | ClockworkError | None]
+        try:
+            found = list(await self._store.insert_schedules([s for _, s, _ in planned]))
+        except ClockworkError as exc:
+            found = [exc] * len(planned)
+        firings: list[Firing] = []
+        inserted: list[tuple[int, Schedule]] = []
+        existing: list[tuple[int, Schedule]] = []
+        for (i, schedule, firing), other in zip(planned, found, strict=True):
+            if isinstance(other, ClockworkError):
+                outcomes[i] = other
+            elif other is None:
+                inserted.append((i, schedule))
+                firings += [firing] if firing is not None else []
+            elif other.spec != schedule.spec:
+                outcomes[i] = AlreadyExists(
+                    f"schedule {schedule.key!r} exists with a different spec; "
+                    "use update to change it"
+                )
+            else:
+                existing.append((i, other))
+        if existing:
+            await asyncio.gather(
+                self._acknowledge_inserted(inserted, firings, outcomes),
+                *(self._acknowledge_existing(i, s, outcomes) for i, s in existing),
+            )
+        elif inserted:
+            await self._acknowledge_inserted(inserted, firings, outcomes)
+        return [o for o in outcomes if o is not None]
 
-        return list(await asyncio.gather(*(one(k, s) for k, s in requests)))
+    async def _acknowledge_inserted(
+        self,
+        inserted: list[tuple[int, Schedule]],
+        firings: list[Firing],
+        outcomes: list[Created | ClockworkError | None],
+    ) -> None:
+        try:
+            await self._store.put_firings(firings)
+        except ClockworkError as exc:
+            for i, _ in inserted:
+                outcomes[i] = exc
+            return
+        for firing in firings:
+            self._on_new_firing(firing)
+        for i, schedule in inserted:
+            self._on_created()
+            outcomes[i] = Created(schedule, True)
+
+    async def _acknowledge_existing(
+        self, i: int, schedule: Schedule, outcomes: list[Created | ClockworkError | None]
+    ) -> None:
+        try:
+            await self._ensure_armed(schedule)
+        except ClockworkError as exc:
+            outcomes[i] = exc
+            return
+        outcomes[i] = Created(schedule, False)
 
     # --- read ------------------------------------------------------------------------
 

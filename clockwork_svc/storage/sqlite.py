@@ -133,6 +133,9 @@ class SqliteStore:
     async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
         return await self._run(self._insert_schedule, schedule)
 
+    async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
+        return await self._run(lambda: [self._insert_schedule(s) for s in schedules])
+
     def _insert_schedule(self, s: Schedule) -> Schedule | None:
         with self._conn:
             cur = self._conn.execute(

@@ -141,6 +141,28 @@ async def test_concurrent_inserts_exactly_one_wins(store: Store) -> None:
     assert all(r == winner for r in results if r is not None)
 
 
+async def test_insert_many_answers_each_in_order(store: Store) -> None:
+    t = tenant()
+    earlier = make_schedule(t, "k-03", id="earlier")
+    assert await store.insert_schedule(earlier) is None
+    # More than one index partition and more than one batch of rows per partition.
+    batch = [make_schedule(t, f"k-{i:02d}", id=f"new{i}") for i in range(60)]
+    batch.append(make_schedule(t, "k-07", id="duplicate"))
+    results = await store.insert_schedules(batch)
+    assert results[3] == earlier
+    # The same key twice: one insert wins, the other answers with the winner.
+    pair = [results[7], results[60]]
+    assert pair.count(None) == 1
+    winner = batch[7] if results[7] is None else batch[60]
+    assert [r for r in pair if r is not None] == [winner]
+    assert await store.get_schedule(t, "k-07") == winner
+    assert [r is None for i, r in enumerate(results) if i not in (3, 7, 60)] == [True] * 58
+    assert await store.get_schedule(t, "k-59") == batch[59]
+    listed = [x.key for x in await store.list_schedules(t, None, 100)]
+    assert listed == [f"k-{i:02d}" for i in range(60)]
+    assert await store.insert_schedules([]) == []
+
+
 async def test_list_is_ordered_paged_and_per_tenant(store: Store) -> None:
     t, other = tenant(), tenant()
     keys = sorted(f"key-{i:03d}" for i in range(25))

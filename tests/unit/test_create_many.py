@@ -1,0 +1,105 @@
+"""Batched creates (`Scheduling.create_many`): each entry answered as a create alone
+would answer it, and a store failure between the schedules and their first firings
+leaves nothing unarmed once the batch is retried."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from clockwork_svc.abc import SystemClock
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ClusterLayout, Created, Firing
+from clockwork_svc.domain.netpolicy import AddressPolicy
+from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
+from clockwork_svc.errors import AlreadyExists, InvalidArgument, StoreUnavailable
+from clockwork_svc.scheduling import Scheduling
+from clockwork_svc.storage.sqlite import SqliteStore
+
+CLOCK = SystemClock()
+LAYOUT = ClusterLayout(shard_count=8, bucket_ms=60_000, created_ms=0)
+
+
+def once(at_ms: int, url: str = "http://127.0.0.1:9/hook") -> ScheduleSpec:
+    return ScheduleSpec(triggers.OnceTrigger(at_ms), HttpTarget(url))
+
+
+class FlakyFirings(SqliteStore):
+    """The embedded store, except that the next `failures` firing writes fail."""
+
+    failures = 0
+
+    async def put_firings(self, firings: Sequence[Firing]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable("injected: firing write failed")
+        await super().put_firings(firings)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[FlakyFirings]:
+    opened = await SqliteStore.open(tmp_path / "db", LAYOUT)
+    flaky = FlakyFirings(opened._conn, opened._executor)
+    try:
+        yield flaky
+    finally:
+        await flaky.close()
+
+
+def scheduling(store: SqliteStore) -> Scheduling:
+    return Scheduling(store, CLOCK, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+
+
+async def armed(store: SqliteStore, key: str) -> bool:
+    schedule = await store.get_schedule("t", key)
+    assert schedule is not None and schedule.next_fire_ms is not None
+    for shard in range(LAYOUT.shard_count):
+        if any(f.schedule_key == key for f in await store.scan_firings(shard, (0, ""), 2**62, 99)):
+            return True
+    return False
+
+
+async def test_each_entry_is_answered_as_alone(store: FlakyFirings) -> None:
+    api = scheduling(store)
+    due = CLOCK.now_ms() + 3_600_000
+    await api.create("t", "same", once(due))
+    await api.create("t", "other", once(due))
+    results = await api.create_many(
+        "t",
+        [
+            ("fresh", once(due)),
+            ("bad key\n", once(due)),
+            ("same", once(due)),
+            ("other", once(due + 1)),
+            ("twice", once(due)),
+            ("twice", once(due)),
+        ],
+    )
+    fresh, bad, same, other, twice_a, twice_b = results
+    assert isinstance(fresh, Created) and fresh.created
+    assert isinstance(bad, InvalidArgument) and bad.field == "key"
+    assert isinstance(same, Created) and not same.created
+    assert isinstance(other, AlreadyExists)
+    assert isinstance(twice_a, Created) and isinstance(twice_b, Created)
+    assert sorted([twice_a.created, twice_b.created]) == [False, True]
+    assert twice_a.schedule.id == twice_b.schedule.id
+    for key in ("fresh", "same", "twice"):
+        assert await armed(store, key)
+
+
+async def test_a_failed_firing_write_fails_the_new_entries_and_a_retry_arms_them(
+    store: FlakyFirings,
+) -> None:
+    api = scheduling(store)
+    due = CLOCK.now_ms() + 3_600_000
+    requests = [(f"k{i}", once(due)) for i in range(5)]
+    store.failures = 1
+    first = await api.create_many("t", requests)
+    assert all(isinstance(r, StoreUnavailable) for r in first)
+    # The schedules were inserted; their first firings were not.
+    assert not any([await armed(store, k) for k, _ in requests])
+    again = await api.create_many("t", requests)
+    assert [isinstance(r, Created) and not r.created for r in again] == [True] * 5
+    assert all([await armed(store, k) for k, _ in requests])
