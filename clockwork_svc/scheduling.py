@@ -155,13 +155,11 @@ class Scheduling:
         outcomes: list[Created | ClockworkError | None],
     ) -> None:
         try:
-            await self._store.put_firings(firings)
+            await self._put(*firings)
         except ClockworkError as exc:
             for i, _ in inserted:
                 outcomes[i] = exc
             return
-        for firing in firings:
-            self._on_new_firing(firing)
         for i, schedule in inserted:
             self._on_created()
             outcomes[i] = Created(schedule, True)
@@ -288,6 +286,7 @@ class Scheduling:
             dataclasses.replace(firing, fire_at_ms=max(firing.fire_at_ms, self._clock.now_ms()))
         )
 
-    async def _put(self, firing: Firing) -> None:
-        await self._store.put_firings([firing])
-        self._on_new_firing(firing)
+    async def _put(self, *firings: Firing) -> None:
+        await self._store.put_firings(firings)
+        for firing in firings:
+            self._on_new_firing(firing)

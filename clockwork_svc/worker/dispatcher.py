@@ -135,8 +135,7 @@ class Dispatcher:
             await self._store.mark_done(firing)
             return None
         if plan.next_firing is not None:
-            await self._store.put_firings([plan.next_firing])
-            self._on_new_firing(plan.next_firing)
+            await self._put(plan.next_firing)
         progress = plan.progress or Progress(
             schedule.next_fire_ms,
             schedule.last_fire_ms,
@@ -179,8 +178,7 @@ class Dispatcher:
         retry = result.settled.retry
         execution = result.settled.execution
         if retry is not None:
-            await self._store.put_firings([retry])
-            self._on_new_firing(retry)
+            await self._put(retry)
         if result.stop_schedule:
             await self._stop_schedule(schedule, turn.now_ms)
         # These writes only have to land before the firing is marked done, and none
@@ -215,6 +213,10 @@ class Dispatcher:
             writes.append(self._unblock_ordering(firing))
         await _all(writes)
         await self._store.mark_done(firing)
+
+    async def _put(self, firing: Firing) -> None:
+        await self._store.put_firings([firing])
+        self._on_new_firing(firing)
 
     async def _with_tenant_defaults(self, schedule: Schedule | None) -> Schedule | None:
         if schedule is None or self._tenants is None:

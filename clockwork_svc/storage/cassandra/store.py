@@ -14,7 +14,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -126,6 +126,10 @@ class Statements(Generic[T]):
     set_ordering_block: T
     list_dead_letters: T
     mark_redriven: T
+
+    def values(self) -> list[T]:
+        """Every statement, in field order (the constructor's positional order)."""
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
 
 # The CQL of every statement; `$ks` stands for the keyspace.
@@ -265,14 +269,7 @@ _CQL: Statements[Cql] = Statements(
 def cql(ks: str) -> Statements[Cql]:
     """The CQL of every statement of the store, on keyspace `ks`."""
     schema.check_keyspace(ks)
-    names = [f.name for f in dataclasses.fields(_CQL)]
-    templates: list[Cql] = [getattr(_CQL, name) for name in names]
-    return Statements(
-        **{
-            name: Cql(t.text.replace("$ks", ks), t.idempotent)
-            for name, t in zip(names, templates, strict=True)
-        }
-    )
+    return Statements(*(Cql(t.text.replace("$ks", ks), t.idempotent) for t in _CQL.values()))
 
 
 def prepare(session: Any, statement: Cql) -> Any:
@@ -283,18 +280,16 @@ def prepare(session: Any, statement: Cql) -> Any:
 
 
 async def _prepare_all(session: Any, keyspace: str) -> Statements[Any]:
-    texts = cql(keyspace)
-    names = [f.name for f in dataclasses.fields(texts)]
     try:
         prepared = await asyncio.gather(
-            *(asyncio.to_thread(prepare, session, getattr(texts, n)) for n in names)
+            *(asyncio.to_thread(prepare, session, text) for text in cql(keyspace).values())
         )
     except Exception as exc:
         mapped = bridge.translate(exc)
         if mapped is exc:
             raise
         raise mapped from exc
-    return Statements(**dict(zip(names, prepared, strict=True)))
+    return Statements(*prepared)
 
 
 class CassandraStore:
@@ -401,20 +396,9 @@ class CassandraStore:
     async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
         if len(schedules) == 1:
             return [await self.insert_schedule(schedules[0])]
-        # As insert_schedule: the index entries first, one UNLOGGED batch per index
-        # partition (as for firings).
-        partitions: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
-        for s in schedules:
-            params = rows.index_params(s)
-            partitions.setdefault(params[:2], []).append(params)
-        await bridge.gather_bounded(
-            (
-                self._write_chunk(self._st.upsert_index, chunk)
-                for values in partitions.values()
-                for chunk in _chunks(values, _BATCH_ROWS)
-            ),
-            _MAX_IN_FLIGHT,
-        )
+        # As insert_schedule: the index entries first (params[:2]: their partition).
+        index = [rows.index_params(s) for s in schedules]
+        await self._upsert_by_partition(self._st.upsert_index, ((p[:2], p) for p in index))
         # Each schedule its own compare-and-set (its own partition).
         return await bridge.gather_bounded((self._insert_one(s) for s in schedules), _MAX_IN_FLIGHT)
 
@@ -493,21 +477,31 @@ class CassandraStore:
             return
         bucket_ms = self._layout.bucket_ms
         now_s = time.time()
-        partitions: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
-        for f in firings:
+
+        def keyed(f: Firing) -> tuple[tuple[int, int], tuple[Any, ...]]:
             bucket = bucket_of(f.fire_at_ms, bucket_ms)
             ttl_s = firing_ttl_s(f.fire_at_ms, self._retention_s, now_s)
-            partitions.setdefault((f.shard, bucket), []).append(
-                rows.firing_params(f, bucket, ttl_s)
-            )
-        # One UNLOGGED batch per partition (a single mutation on one replica set, not a
-        # multi-partition batch): measured 3-10x the rows/s of one INSERT per row.
-        requests = [
-            self._write_chunk(self._st.put_firing, chunk)
-            for values in partitions.values()
-            for chunk in _chunks(values, _BATCH_ROWS)
-        ]
-        await bridge.gather_bounded(requests, _MAX_IN_FLIGHT)
+            return (f.shard, bucket), rows.firing_params(f, bucket, ttl_s)
+
+        await self._upsert_by_partition(self._st.put_firing, map(keyed, firings))
+
+    async def _upsert_by_partition(
+        self, statement: Any, keyed: Iterable[tuple[Hashable, tuple[Any, ...]]]
+    ) -> None:
+        """Idempotent upserts of (partition, params): one UNLOGGED batch per partition
+        and `_BATCH_ROWS` rows (a single mutation on one replica set, not a
+        multi-partition batch): measured 3-10x the rows/s of one INSERT per row."""
+        partitions: dict[Hashable, list[tuple[Any, ...]]] = {}
+        for partition, params in keyed:
+            partitions.setdefault(partition, []).append(params)
+        await bridge.gather_bounded(
+            (
+                self._write_chunk(statement, chunk)
+                for values in partitions.values()
+                for chunk in _chunks(values, _BATCH_ROWS)
+            ),
+            _MAX_IN_FLIGHT,
+        )
 
     async def _write_chunk(self, statement: Any, chunk: list[tuple[Any, ...]]) -> None:
         """Idempotent upserts into one partition: one request (an UNLOGGED batch is a
