@@ -5,7 +5,7 @@ a schedule row is written (or compare-and-set) first, then its first firing. If 
 second write fails, the call fails and repeating it re-arms the schedule: the first
 firing of a version is a deterministic function of the stored schedule
 (`planning.arm(schedule, schedule.updated_ms)`), so a retry writes the same
-row instead of a new one.
+row instead of a new one. Concurrent creates are written together (create_batching).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from clockwork_svc.abc import Clock, Store
+from clockwork_svc.create_batching import CreateBatcher
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
     ClusterLayout,
@@ -67,6 +68,7 @@ class Scheduling:
         self._on_new_firing = on_new_firing
         self._on_created = on_created
         self._read_ahead_s = read_ahead_ms / 1000
+        self._creates = CreateBatcher(self._create_all, MAX_BATCH)
 
     # --- create ------------------------------------------------------------------------
 
@@ -84,10 +86,8 @@ class Scheduling:
             )
 
     async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
-        (outcome,) = await self._create_all(tenant, [(key, spec)])
-        if isinstance(outcome, ClockworkError):
-            raise outcome
-        return outcome
+        """Concurrent creates of one tenant are made together (create_batching)."""
+        return await self._creates.create(tenant, key, spec)
 
     async def create_many(
         self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]

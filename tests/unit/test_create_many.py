@@ -4,6 +4,7 @@ leaves nothing unarmed once the batch is retried."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -103,3 +104,41 @@ async def test_a_failed_firing_write_fails_the_new_entries_and_a_retry_arms_them
     again = await api.create_many("t", requests)
     assert [isinstance(r, Created) and not r.created for r in again] == [True] * 5
     assert all([await armed(store, k) for k, _ in requests])
+
+
+async def test_concurrent_unary_creates_are_answered_as_alone(store: FlakyFirings) -> None:
+    """Concurrent `create` calls go out as one batch (create_batching): among 40 keys,
+    one key three times with two specs: exactly one spec is stored, the call with the
+    other is refused, every created schedule is armed."""
+    api = scheduling(store)
+    due = CLOCK.now_ms() + 3_600_000
+    calls = [api.create("t", f"k{i}", once(due)) for i in range(40)]
+    calls += [
+        api.create("t", "dup", once(due, url))
+        for url in ("http://a.test/", "http://b.test/", "http://a.test/")
+    ]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, Created) and r.created for r in results[:40])
+    accepted = [r for r in results[40:] if isinstance(r, Created)]
+    refused = [r for r in results[40:] if isinstance(r, AlreadyExists)]
+    assert len(accepted) + len(refused) == 3 and refused
+    assert [r.created for r in accepted].count(True) == 1
+    stored = await store.get_schedule("t", "dup")
+    assert stored is not None and all(r.schedule.spec == stored.spec for r in accepted)
+    assert all([await armed(store, k) for k in [f"k{i}" for i in range(40)] + ["dup"]])
+
+
+async def test_a_failed_firing_write_fails_each_concurrent_create_and_a_retry_arms_it(
+    store: FlakyFirings,
+) -> None:
+    api = scheduling(store)
+    due = CLOCK.now_ms() + 3_600_000
+    keys = [f"u{i}" for i in range(6)]
+    store.failures = 1
+    first = await asyncio.gather(
+        *(api.create("t", k, once(due)) for k in keys), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreUnavailable) for r in first)
+    again = await asyncio.gather(*(api.create("t", k, once(due)) for k in keys))
+    assert [r.created for r in again] == [False] * 6
+    assert all([await armed(store, k) for k in keys])

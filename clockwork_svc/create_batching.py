@@ -1,0 +1,116 @@
+"""Group commit for unary creates.
+
+A create costs the api a few store requests (the schedule's compare-and-set, its index
+entry, its first firing); each request costs the client a future, a callback on the
+driver's thread and a hop back to the event loop, and on a busy api that client-side
+cost, not the store, bounds the create rate. `CreateBatcher` makes one tenant's
+concurrent unary creates as batches (`Scheduling.create_many`'s path): each schedule
+keeps its own compare-and-set, but the index entries and first firings are written
+grouped by partition. A few batches per tenant are in flight at once; creates that
+arrive meanwhile queue and go out together as the next batch. So an idle api sends a
+create at the end of its event-loop turn (no added wait), and a busy one sends fewer,
+larger batches (with 256 calls in flight, batches of 150-250 were measured): the
+batch size follows the load, as in a database's group commit.
+
+What a caller sees is unchanged: its create is answered exactly as it would be alone
+(its own Created or error; a key twice in one batch is two creates of that key racing,
+as two concurrent calls always were). A failure of the whole batch (the store
+unavailable) is every member's error, and each member's retry is safe: creates are
+idempotent on (tenant, key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from clockwork_svc.domain.model import Created
+from clockwork_svc.domain.spec import ScheduleSpec
+from clockwork_svc.errors import ClockworkError
+
+CreateAll = Callable[
+    [str, Sequence[tuple[str, ScheduleSpec]]], Awaitable[list[Created | ClockworkError]]
+]
+"""Creates one tenant's requests together; returns each one's outcome, in order."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    key: str
+    spec: ScheduleSpec
+    answer: asyncio.Future[Created]
+
+
+@dataclass(slots=True)
+class _Tenant:
+    queued: list[_Pending] = field(default_factory=list)
+    in_flight: int = 0
+    flush_scheduled: bool = False
+
+
+class CreateBatcher:
+    def __init__(self, create_all: CreateAll, max_batch: int, max_in_flight: int = 4) -> None:
+        """`max_batch`: creates per batch; `max_in_flight`: batches in flight per
+        tenant. While that many are in flight, new creates queue, and the next batch
+        takes them all (up to `max_batch`): an idle api sends each create at the end
+        of its event-loop turn, a busy one sends fewer, larger batches."""
+        if max_batch < 1 or max_in_flight < 1:
+            raise ValueError("max_batch and max_in_flight must be >= 1")
+        self._create_all = create_all
+        self._max_batch = max_batch
+        self._max_in_flight = max_in_flight
+        self._tenants: dict[str, _Tenant] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Created] = loop.create_future()
+        state = self._tenants.get(tenant)
+        if state is None:
+            state = self._tenants[tenant] = _Tenant()
+        state.queued.append(_Pending(key, spec, answer))
+        if not state.flush_scheduled and state.in_flight < self._max_in_flight:
+            state.flush_scheduled = True
+            loop.call_soon(self._flush, tenant, state)
+        return await answer
+
+    def _flush(self, tenant: str, state: _Tenant) -> None:
+        state.flush_scheduled = False
+        while state.queued and state.in_flight < self._max_in_flight:
+            batch, state.queued = state.queued[: self._max_batch], state.queued[self._max_batch :]
+            state.in_flight += 1
+            task = asyncio.create_task(
+                self._send(tenant, state, batch), name="clockwork-create-batch"
+            )
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        if not state.queued and not state.in_flight:
+            self._tenants.pop(tenant, None)
+
+    async def _send(self, tenant: str, state: _Tenant, requests: list[_Pending]) -> None:
+        try:
+            await self._answer(tenant, requests)
+        finally:
+            state.in_flight -= 1
+            self._flush(tenant, state)
+
+    async def _answer(self, tenant: str, requests: list[_Pending]) -> None:
+        try:
+            outcomes = await self._create_all(tenant, [(r.key, r.spec) for r in requests])
+        except asyncio.CancelledError:
+            for request in requests:
+                request.answer.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - each caller re-raises it
+            for request in requests:
+                if not request.answer.done():
+                    request.answer.set_exception(exc)
+            return
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if request.answer.done():
+                continue  # its caller was cancelled; the create itself went ahead
+            if isinstance(outcome, ClockworkError):
+                request.answer.set_exception(outcome)
+            else:
+                request.answer.set_result(outcome)
