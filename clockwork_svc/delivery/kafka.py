@@ -21,6 +21,8 @@ from clockwork_svc.domain.spec import KafkaTarget
 
 log = logging.getLogger(__name__)
 SEND_TIMEOUT_S = 15.0
+PRODUCER_LINGER_MS = 2
+"""How long the producer waits to fill a batch before sending it."""
 
 
 class KafkaSink:
@@ -31,6 +33,8 @@ class KafkaSink:
         self._starting = asyncio.Lock()
 
     async def _ready(self) -> AIOKafkaProducer:
+        if self._producer is not None:
+            return self._producer
         async with self._starting:
             if self._producer is None:
                 producer = AIOKafkaProducer(
@@ -39,7 +43,7 @@ class KafkaSink:
                     acks="all",
                     enable_idempotence=True,
                     request_timeout_ms=10_000,
-                    linger_ms=2,
+                    linger_ms=PRODUCER_LINGER_MS,
                 )
                 try:
                     await producer.start()
@@ -65,16 +69,14 @@ class KafkaSink:
             signing.webhook_headers(firing.delivery_id, timestamp_s, payload, signing_secrets)
         )
         try:
-            producer = await self._ready()
-            await asyncio.wait_for(
-                producer.send_and_wait(
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                producer = await self._ready()
+                await producer.send_and_wait(
                     target.topic,
                     value=payload,
                     key=(key or firing.schedule_key).encode(),
                     headers=[(name, value.encode()) for name, value in headers.items()],
-                ),
-                SEND_TIMEOUT_S,
-            )
+                )
         except TimeoutError:
             return DeliveryResult(False, True, error="Kafka produce timed out")
         except KafkaError as exc:
