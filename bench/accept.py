@@ -29,7 +29,7 @@ import uvloop
 from bench import raw_cassandra
 from bench.cluster import TENANT, BenchCluster
 from bench.common import latency_summary, machine, now_ms, print_table, ratio, write_json
-from bench.resources import ResourceMonitor
+from bench.resources import ResourceMonitor, Usage, listening
 from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClockworkClient
@@ -130,6 +130,11 @@ async def raw_limit(
         await raw_cassandra.shutdown(c)
 
 
+def cpu_columns(usage: dict[str, Usage]) -> dict[str, float]:
+    """`api_cpu_s` and `cassandra_cpu_s` (when measured) over one mode."""
+    return {f"{name}_cpu_s": round(u.cpu_s, 2) for name, u in usage.items()}
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     run_dir = Path(tempfile.mkdtemp(prefix="bench-accept-"))
     cluster = BenchCluster(run_dir, shards=args.shards)
@@ -148,15 +153,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         modes: list[dict[str, Any]] = []
         async with cluster.client() as client:
             await unary(client, pb_spec, "warm", min(args.n, 500), 16)
+            pids = cluster.pids() | listening({"cassandra": cluster.env["CLOCKWORK_CASSANDRA"]})
             for k in args.concurrency:
-                monitor = ResourceMonitor({"api": cluster.pids()["api"]}).start()
+                monitor = ResourceMonitor(pids).start()
                 row = await unary(client, pb_spec, f"u{k}", args.n, k)
-                row["api_cpu_s"] = (await monitor.stop())["api"].cpu_s
+                row |= cpu_columns(await monitor.stop())
                 modes.append(row)
                 print_table("accept", [row])
-            monitor = ResourceMonitor({"api": cluster.pids()["api"]}).start()
+            monitor = ResourceMonitor(pids).start()
             row = await batched(client, pb_spec, "b", args.n, args.batch)
-            row["api_cpu_s"] = (await monitor.stop())["api"].cpu_s
+            row |= cpu_columns(await monitor.stop())
             modes.append(row)
         raw = await raw_limit(cluster, args.n, args.raw_concurrency)
     finally:

@@ -77,7 +77,8 @@ async def _flush(cluster: BenchCluster, wait_s: float = 75.0) -> None:
 
 async def bytes_per_schedule(cluster: BenchCluster, n: int) -> dict[str, Any]:
     async with cluster.client() as client:
-        await fire._create(client, "size", [now_ms() + 86_400_000] * n, "http://127.0.0.1:9/x", {})
+        far = [now_ms() + 86_400_000] * n
+        await fire._create(client, "size", far, HttpTarget("http://127.0.0.1:9/x"), {})
     await _flush(cluster)
     sizes = _table_bytes(cluster.keyspace)
     if sizes is None:

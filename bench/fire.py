@@ -1,9 +1,15 @@
-"""Fire benchmark: preloaded one-shot schedules delivered to a fast HTTP sink, against
-the raw HTTP limit of the same sink driven by a plain aiohttp load generator.
+"""Fire benchmark: preloaded one-shot schedules delivered to a fast HTTP sink (or
+produced to a Kafka topic), against the raw limit of the same sink driven by a plain
+load generator (aiohttp, or an aiokafka producer configured as a worker's).
 
 Usage: python -m bench.fire [--m 200000] [--workers 1,2,3] [--window-s 10] [--burst]
+                            [--burst-n 100000] [--burst-window-s 1]
                             [--warm-up 0.25] [--fixed-rate 1100,...] [--fixed-s 5]
-                            [--gc-young-threshold 10000]
+                            [--gc-young-threshold 10000] [--target http|kafka]
+
+With --target kafka (needs CLOCKWORK_KAFKA too), the schedules produce to a topic per
+phase whose records carry the broker's append time, and the sink is a consumer of it:
+a firing's lag is its append time minus its due time.
 
 Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Starts
 `clockwork api`, N `clockwork worker` processes (etcd shares the shards) and the sink
@@ -30,8 +36,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +47,7 @@ from typing import Any
 
 import uvloop
 
-from bench import analysis, durability, loadgen, plot, raw_durable
+from bench import analysis, durability, kafka_io, loadgen, plot, raw_durable
 from bench.cluster import TENANT, BenchCluster, servers
 from bench.common import (
     RESULTS_DIR,
@@ -51,11 +59,11 @@ from bench.common import (
     warm_up,
     write_json,
 )
-from bench.resources import ResourceMonitor, Usage, cpu_per_100k, listener_pid
-from bench.sink import SinkProcess
+from bench.resources import ResourceMonitor, Usage, cpu_per_100k, listening
+from bench.sink import KafkaTopic, SinkProcess
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
-from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.domain.spec import ScheduleSpec, Target
 from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD, YOUNG_THRESHOLD
 from e2e.workload import BatchCreate
 
@@ -81,7 +89,7 @@ class Workload:
 
 
 async def _create(
-    client: ClockworkClient, prefix: str, dues: list[int], url: str, expected: dict[str, int]
+    client: ClockworkClient, prefix: str, dues: list[int], target: Target, expected: dict[str, int]
 ) -> None:
     starts = iter(range(0, len(dues), BATCH))
     retried = 0
@@ -91,7 +99,7 @@ async def _create(
         for b in starts:
             due_of = {f"{prefix}-{i}": dues[i] for i in range(b, min(len(dues), b + BATCH))}
             entries = [
-                (key, ScheduleSpec(triggers.OnceTrigger(due), HttpTarget(url), payload=PAYLOAD))
+                (key, ScheduleSpec(triggers.OnceTrigger(due), target, payload=PAYLOAD))
                 for key, due in due_of.items()
             ]
             # Entries answered UNAVAILABLE (a Cassandra write timeout under load) are
@@ -107,20 +115,20 @@ async def _create(
 
 
 async def preload(
-    client: ClockworkClient, prefix: str, n: int, window_ms: int, url: str
+    client: ClockworkClient, prefix: str, n: int, window_ms: int, target: Target
 ) -> Workload:
     """Create n one-shots due evenly over `window_ms`, starting just after the preload
     can finish (its rate measured on a first slice of far-future schedules)."""
     calibration = max(50, min(2000, n // 10))
     started = time.perf_counter()
     far = now_ms() + 86_400_000
-    await _create(client, f"{prefix}-cal", [far] * calibration, url, {})
+    await _create(client, f"{prefix}-cal", [far] * calibration, target, {})
     rate = calibration / (time.perf_counter() - started)
     lead_ms = int(max(_MIN_LEAD_S, _LEAD_HEADROOM * n / rate + 3) * 1000)
     first_due = now_ms() + lead_ms
     dues = [first_due + (i * window_ms) // n for i in range(n)]
     expected: dict[str, int] = {}
-    await _create(client, prefix, dues, url, expected)
+    await _create(client, prefix, dues, target, expected)
     late = now_ms() - first_due
     if late > 0:
         print(f"warning: preload ended {late} ms after the first due time (lag includes it)")
@@ -133,19 +141,32 @@ def best_saturating_rate(runs: list[dict[str, Any]]) -> float:
     return max(float(r["deliveries_per_s"]) for r in runs if r["run"].startswith("saturate-"))
 
 
+def _sink(run_dir: Path, label: str, kafka: str | None) -> SinkProcess:
+    """The HTTP sink, or with `kafka` (the brokers) the consumer of a topic of its own."""
+    topic = None if kafka is None else KafkaTopic(kafka, f"bench-{label}-{uuid.uuid4().hex[:8]}")
+    return SinkProcess(run_dir / f"{label}.arrivals", topic)
+
+
 async def deliver_phase(
-    cluster: BenchCluster, run_dir: Path, label: str, n: int, window_ms: int, timeout_s: float
+    cluster: BenchCluster,
+    run_dir: Path,
+    label: str,
+    n: int,
+    window_ms: int,
+    timeout_s: float,
+    kafka: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
-    """Preload n one-shots due over window_ms, wait for them, judge the deliveries."""
-    sink = await SinkProcess(run_dir / f"{label}.arrivals").start()
+    """Preload n one-shots due over window_ms, wait for them, judge the deliveries
+    (to the HTTP sink, or with `kafka` to a topic on those brokers)."""
+    sink = await _sink(run_dir, label, kafka).start()
     try:
         async with cluster.client() as client:
-            work = await preload(client, label, n, window_ms, f"{sink.url}/fire")
+            work = await preload(client, label, n, window_ms, sink.target())
         first_due = min(work.expected.values())
         await asyncio.sleep(max(0.0, (first_due - now_ms()) / 1000))
         # Cassandra and the sink share the two cores with the workers: their CPU per
         # firing says where the machine's time goes.
-        pids = cluster.pids() | {"sink": sink.pid} | _cassandra(cluster)
+        pids = cluster.pids() | {"sink": sink.pid} | _servers(cluster, kafka)
         monitor = ResourceMonitor(pids).start()
         await sink.wait_for(n, timeout_s=timeout_s + window_ms / 1000, idle_s=60.0)
         await asyncio.sleep(1.0)  # stragglers (duplicates) before judging
@@ -162,7 +183,7 @@ async def deliver_phase(
     row |= analysis.judge(work.expected, arrivals)
     worker_cpu = sum(u.cpu_s for name, u in usage.items() if name.startswith("worker"))
     shares = {"worker": Usage(worker_cpu, 0.0)}
-    shares |= {name: usage[name] for name in ("cassandra", "sink") if name in usage}
+    shares |= {name: usage[name] for name in ("cassandra", "kafka", "sink") if name in usage}
     row |= cpu_per_100k(shares, row["received"])
     row["api_cpu_s"] = usage["api"].cpu_s if "api" in usage else None
     row["worker_peak_rss_mb"] = max(
@@ -171,24 +192,35 @@ async def deliver_phase(
     return row, analysis.series(work.expected, arrivals)
 
 
-def _cassandra(cluster: BenchCluster) -> dict[str, int]:
-    """The harness's Cassandra process, when it runs on this machine."""
-    pid = listener_pid(cluster.env["CLOCKWORK_CASSANDRA"])
-    return {} if pid is None else {"cassandra": pid}
+def _servers(cluster: BenchCluster, kafka: str | None) -> dict[str, int]:
+    """The harness's Cassandra process, and Kafka's when it is the target, when they
+    run on this machine."""
+    return listening({"cassandra": cluster.env["CLOCKWORK_CASSANDRA"], "kafka": kafka})
 
 
-async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, Any]:
-    sink = await SinkProcess(run_dir / "raw.arrivals").start()
+async def raw_limit(
+    run_dir: Path, n: int, concurrency: int, kafka: str | None = None
+) -> dict[str, Any]:
+    """The sink driven with no scheduler: aiohttp POSTs, or with `kafka` a producer
+    configured as a worker's, `concurrency` in flight."""
+    sink = await _sink(run_dir, "raw", kafka).start()
     try:
         ids = [f"msg_raw{i:012x}" for i in range(n)]
-        monitor = ResourceMonitor({"driver": os.getpid(), "sink": sink.pid}).start()
-        per_s = await loadgen.blast(f"{sink.url}/fire", PAYLOAD, ids, concurrency)
+        pids = {"driver": os.getpid(), "sink": sink.pid} | listening({"kafka": kafka})
+        monitor = ResourceMonitor(pids).start()
+        if sink.kafka is None:
+            per_s = await loadgen.blast(f"{sink.url}/fire", PAYLOAD, ids, concurrency)
+            name = "aiohttp"
+        else:
+            per_s = await kafka_io.blast(kafka or "", sink.kafka.topic, PAYLOAD, ids, concurrency)
+            name = "aiokafka"
+            await sink.wait_for(n, timeout_s=60.0)
         usage = await monitor.stop()
         arrivals = await sink.arrivals()
     finally:
         await sink.stop()
     return {
-        "run": f"raw aiohttp c={concurrency}",
+        "run": f"raw {name} c={concurrency}",
         "n": n,
         "deliveries_per_s": round(per_s, 1),
         "received": len(arrivals),
@@ -196,13 +228,17 @@ async def raw_http_limit(run_dir: Path, n: int, concurrency: int) -> dict[str, A
 
 
 async def raw_durable_limits(
-    cluster: BenchCluster, run_dir: Path, schedule_keys: list[str], concurrency: int
+    cluster: BenchCluster,
+    run_dir: Path,
+    schedule_keys: list[str],
+    concurrency: int,
+    kafka: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The raw HTTP limit plus a durable scheduler's store work per firing, at each of
-    `bench.raw_durable.LEVELS`, over the same firings as the raw HTTP limit."""
+    """The raw limit plus a durable scheduler's store work per firing, at each of
+    `bench.raw_durable.LEVELS`, over the same firings as the raw limit."""
     found = []
     for level in raw_durable.LEVELS:
-        sink = await SinkProcess(run_dir / f"raw-{level}.arrivals").start()
+        sink = await _sink(run_dir, f"raw-{level}", kafka).start()
         try:
             row = await raw_durable.limit(
                 level,
@@ -211,11 +247,13 @@ async def raw_durable_limits(
                 cluster.shards,
                 TENANT,
                 schedule_keys,
-                f"{sink.url}/fire",
+                sink.target(),
                 PAYLOAD,
                 concurrency,
-                {"sink": sink.pid} | _cassandra(cluster),
+                {"sink": sink.pid} | _servers(cluster, kafka),
             )
+            if sink.kafka is not None:
+                await sink.wait_for(len(schedule_keys), timeout_s=60.0)
             row["received"] = len(await sink.arrivals())
         finally:
             await sink.stop()
@@ -229,6 +267,7 @@ async def with_cluster(
     max_concurrent: int,
     body: Callable[[BenchCluster, Path], Awaitable[None]],
     gc_young_threshold: int = YOUNG_THRESHOLD,
+    kafka: str | None = None,
 ) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="bench-fire-"))
     cluster = BenchCluster(
@@ -237,6 +276,8 @@ async def with_cluster(
         max_concurrent_deliveries=max_concurrent,
         gc_young_threshold=gc_young_threshold,
     )
+    if kafka is not None:
+        cluster.env["CLOCKWORK_KAFKA"] = kafka  # the workers' producers
     await cluster.migrate()
     await cluster.start_api()
     try:
@@ -246,9 +287,21 @@ async def with_cluster(
     return run_dir
 
 
+def kafka_brokers(target: str) -> str | None:
+    """The harness's Kafka when the target is Kafka (None for HTTP)."""
+    if target == "http":
+        return None
+    brokers = os.environ.get("CLOCKWORK_KAFKA", "")
+    if not brokers:
+        sys.exit("--target kafka needs CLOCKWORK_KAFKA: python -m e2e.infra up kafka")
+    return brokers
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    kafka = kafka_brokers(args.target)
     report: dict[str, Any] = {
         "benchmark": "fire",
+        "target": args.target,
         "machine": machine(),
         "durability": (await durability.of_cassandra(servers()[0])).cassandra(),
         "m": args.m,
@@ -264,7 +317,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         async def phase(label: str, n: int, window_ms: int, plot: str | None) -> None:
             """One delivery phase: reported, printed, and plotted under `plot`."""
-            row, s = await deliver_phase(cluster, run_dir, label, n, window_ms, timeout_s)
+            row, s = await deliver_phase(cluster, run_dir, label, n, window_ms, timeout_s, kafka)
             report["runs"].append(row)
             if plot is not None:
                 plots[plot] = s
@@ -291,18 +344,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"fixed-{rate:g}-per-s", n, int(n / rate * 1000), f"{workers} worker(s), {rate:g}/s"
             )
         if args.burst:
-            await phase("burst", args.burst_n, 1000, "burst")
-        report["raw"] = await raw_http_limit(run_dir, args.m, args.raw_concurrency)
+            await phase("burst", args.burst_n, int(args.burst_window_s * 1000), "burst")
+        report["raw"] = await raw_limit(run_dir, args.m, args.raw_concurrency, kafka)
         # Real schedules for the clockwork-store level to read: the last saturating run's.
         keys = [f"saturate-w{args.workers[-1]}-{i}" for i in range(args.m)]
         report["raw_durable"] = await raw_durable_limits(
-            cluster, run_dir, keys, args.raw_concurrency
+            cluster, run_dir, keys, args.raw_concurrency, kafka
         )
 
-    await with_cluster(args.shards, args.max_concurrent, body, args.gc_young_threshold)
+    await with_cluster(args.shards, args.max_concurrent, body, args.gc_young_threshold, kafka)
     best = best_saturating_rate(report["runs"])
     report["best_clockwork_per_s"] = best
-    report["raw_http_per_s"] = report["raw"]["deliveries_per_s"]
+    report["raw_per_s"] = report["raw"]["deliveries_per_s"]
     report["ratio_clockwork_to_raw"] = ratio(best, report["raw"]["deliveries_per_s"])
     durable = {r["level"]: r["deliveries_per_s"] for r in report["raw_durable"]}
     # The ceiling of any scheduler that keeps its firings in Cassandra, on this machine:
@@ -364,6 +417,13 @@ def main() -> None:
     add_gc_young_threshold(parser)
     parser.add_argument("--burst", action="store_true", help="also 100k due in one second")
     parser.add_argument("--burst-n", type=int, default=100_000)
+    parser.add_argument("--burst-window-s", type=float, default=1.0, help="burst due within")
+    parser.add_argument(
+        "--target",
+        choices=("http", "kafka"),
+        default="http",
+        help="deliver to the HTTP sink, or produce to the harness's Kafka (CLOCKWORK_KAFKA)",
+    )
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--max-concurrent", type=int, default=512, help="per worker")
     parser.add_argument("--raw-concurrency", type=int, default=512)
@@ -373,12 +433,12 @@ def main() -> None:
     if any(rate <= 0 for rate in args.fixed_rate):
         parser.error("--fixed-rate: every rate must be above 0")
     report = uvloop.run(run(args))
-    print_table("fire: Clockwork vs raw HTTP", [*report["runs"], report["raw"]])
+    raw = "raw HTTP" if args.target == "http" else "raw Kafka"
+    print_table(f"fire: Clockwork vs {raw}", [*report["runs"], report["raw"]])
     print_table("fire: raw limits", [report["raw"], *report["raw_durable"]])
-    print(f"\nratio best Clockwork / raw HTTP = {report['ratio_clockwork_to_raw']}")
+    print(f"\nratio best Clockwork / {raw} = {report['ratio_clockwork_to_raw']}")
     print(
-        "ratio raw + minimal durable store work / raw HTTP "
-        f"= {report['ratio_minimal_durable_to_raw']}"
+        f"ratio raw + minimal durable store work / {raw} = {report['ratio_minimal_durable_to_raw']}"
     )
     print(
         "ratio best Clockwork / raw + Clockwork's store work "

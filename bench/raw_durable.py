@@ -1,12 +1,13 @@
-"""The durable HTTP limits: the sink driven by a plain load generator that also does,
-per firing, the store work of a durable scheduler, through Clockwork's own Cassandra
-store (opened as a worker opens it) and with no scheduler in between.
+"""The durable limits: the sink (HTTP, or a Kafka topic) driven by a plain load
+generator that also does, per firing, the store work of a durable scheduler, through
+Clockwork's own Cassandra store (opened as a worker opens it) and with no scheduler in
+between.
 
 Two levels, each measured over the same number of firings as the raw HTTP limit:
 
 - `minimal`: what any at-least-once scheduler keeping its firings in Cassandra must do
   per firing at the least: read it from its time-bucketed partition (a paged scan of
-  each shard, each row read once), POST it, then mark it done. No schedule, no
+  each shard, each row read once), deliver it (POST, or produce), then mark it done. No schedule, no
   execution record, no retry or cancel check.
 - `clockwork-store`: the store work Clockwork's worker does for a one-shot firing:
   the same scan, the schedule read before the POST, then the execution record, the
@@ -26,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
-from bench import loadgen
+from bench import kafka_io, loadgen
 from bench.common import now_ms
 from bench.resources import ResourceMonitor, cpu_per_100k
 from clockwork_svc import app
@@ -41,6 +43,7 @@ from clockwork_svc.domain.model import (
     Outcome,
     Progress,
 )
+from clockwork_svc.domain.spec import HttpTarget, Target
 from clockwork_svc.settings import CassandraSettings, ProcessSettings, StoreSettings
 
 LEVELS = ("minimal", "clockwork-store")
@@ -81,22 +84,40 @@ def firings(
     ]
 
 
+Send = Callable[[Firing, int], Awaitable[None]]
+"""Delivers one firing, given the send time (s); raises unless the target took it."""
+
+
+@asynccontextmanager
+async def sender(target: Target, payload: bytes, concurrency: int) -> AsyncIterator[Send]:
+    """How the load generator delivers to `target`: aiohttp POSTs, or a producer
+    configured as a worker's (CLOCKWORK_KAFKA names the brokers)."""
+    if isinstance(target, HttpTarget):
+        async with loadgen.session(concurrency) as http:
+
+            async def post(f: Firing, timestamp_s: int) -> None:
+                await loadgen.post(http, target.url, payload, f.delivery_id, timestamp_s)
+
+            yield post
+        return
+    async with kafka_io.producer(os.environ["CLOCKWORK_KAFKA"]) as made:
+
+        async def produce(f: Firing, timestamp_s: int) -> None:
+            await kafka_io.send(
+                made, target.topic, payload, f.delivery_id, timestamp_s, f.schedule_key
+            )
+
+        yield produce
+
+
 class _Driver:
     """Scans every shard and delivers each firing it finds, `concurrency` at once."""
 
     def __init__(
-        self,
-        store: Store,
-        http: loadgen.Session,
-        url: str,
-        payload: bytes,
-        clockwork_store_work: bool,
-        concurrency: int,
+        self, store: Store, send: Send, clockwork_store_work: bool, concurrency: int
     ) -> None:
         self._store = store
-        self._http = http
-        self._url = url
-        self._payload = payload
+        self._send = send
         self._clockwork_store_work = clockwork_store_work
         self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[None]] = set()
@@ -129,7 +150,7 @@ class _Driver:
                 if schedule is None:
                     raise LookupError(f"schedule {f.tenant}/{f.schedule_key} not found")
             started = now_ms()
-            await loadgen.post(self._http, self._url, self._payload, f.delivery_id, started // 1000)
+            await self._send(f, started // 1000)
             finished = now_ms()
             if schedule is not None:
                 # The worker's own record of a delivery answered 200.
@@ -157,7 +178,7 @@ async def limit(
     shard_count: int,
     tenant: str,
     schedule_keys: Sequence[str],
-    url: str,
+    target: Target,
     payload: bytes,
     concurrency: int,
     pids: dict[str, int],
@@ -175,9 +196,9 @@ async def limit(
         await store.put_firings(due)
         start_ms = min(f.fire_at_ms for f in due) - 1
         end_ms = now_ms() + 1
-        async with loadgen.session(concurrency) as http:
+        async with sender(target, payload, concurrency) as send:
             full = level_name == "clockwork-store"
-            driver = _Driver(store, http, url, payload, full, concurrency)
+            driver = _Driver(store, send, full, concurrency)
             monitor = ResourceMonitor({"driver": os.getpid(), **pids}).start()
             started = time.perf_counter()
             await driver.run(range(first_shard, first_shard + shard_count), start_ms, end_ms)

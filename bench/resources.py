@@ -33,6 +33,18 @@ def listener_pid(address: str) -> int | None:
     return None
 
 
+def listening(addresses: dict[str, str | None]) -> dict[str, int]:
+    """Name -> pid of the local process listening on each address given ("host:port",
+    or a comma-separated list whose first entry is used); names whose address is None
+    or served from elsewhere are left out."""
+    found: dict[str, int] = {}
+    for name, address in addresses.items():
+        pid = None if not address else listener_pid(address.split(",")[0])
+        if pid is not None:
+            found[name] = pid
+    return found
+
+
 class ResourceMonitor:
     """Samples the RSS of some processes every `interval_s`; CPU from their counters."""
 

@@ -1,15 +1,18 @@
 """A fast HTTP callback sink in its own process, recording each request's delivery id
-(`webhook-id`) and receive time.
+(`webhook-id`) and receive time; or, with `--kafka`, a consumer of one topic recording
+each message's delivery id and the broker's append time (bench/kafka_io.py).
 
-Run: python -m bench.sink --port P --out FILE. It answers 200 with an empty body to
-every POST, counts at GET /_bench/count, and writes `<id>\\t<receive µs>` lines to FILE
-at POST /_bench/dump (and on SIGTERM). `SinkProcess` starts and reads it.
+Run: python -m bench.sink --port P --out FILE [--kafka HOST:PORT --topic T]. Over HTTP
+it answers 200 with an empty body to every POST; either way it counts at GET
+/_bench/count, and writes `<id>\\t<receive µs>` lines to FILE at POST /_bench/dump (and
+on SIGTERM). `SinkProcess` starts and reads it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 import time
@@ -20,7 +23,9 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
+from bench import kafka_io
 from bench.common import free_port
+from clockwork_svc.domain.spec import HttpTarget, KafkaTarget, Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +46,12 @@ class _Recorder:
 
     async def receive(self, request: web.Request) -> web.Response:
         await request.read()
-        self.times.append(time.time_ns() // 1000)
-        self.ids.append(request.headers.get("webhook-id", ""))
+        self.record(request.headers.get("webhook-id", ""), time.time_ns() // 1000)
         return web.Response()
+
+    def record(self, delivery_id: str, received_us: int) -> None:
+        self.times.append(received_us)
+        self.ids.append(delivery_id)
 
     async def count(self, _: web.Request) -> web.Response:
         return web.Response(text=str(len(self.ids)))
@@ -57,12 +65,19 @@ class _Recorder:
         self.out.write_text("".join(lines))
 
 
-async def _serve(port: int, out: Path) -> None:
+async def _serve(port: int, out: Path, kafka: KafkaTopic | None) -> None:
     recorder = _Recorder(out)
     app = web.Application()
     app.router.add_get("/_bench/count", recorder.count)
     app.router.add_post("/_bench/dump", recorder.dump)
-    app.router.add_post("/{tail:.*}", recorder.receive)
+    consuming: asyncio.Task[None] | None = None
+    if kafka is None:
+        app.router.add_post("/{tail:.*}", recorder.receive)
+    else:
+        await kafka_io.create_topic(kafka.bootstrap, kafka.topic)
+        consuming = asyncio.create_task(
+            kafka_io.consume(kafka.bootstrap, kafka.topic, recorder.record)
+        )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
@@ -71,15 +86,26 @@ async def _serve(port: int, out: Path) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if consuming is not None:
+        consuming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consuming
     recorder.write()
     await runner.cleanup()
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaTopic:
+    bootstrap: str
+    topic: str
 
 
 class SinkProcess:
     """The sink as a child process of the benchmark."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, kafka: KafkaTopic | None = None) -> None:
         self.out = out
+        self.kafka = kafka
         self.port = free_port()
         self.pid = 0
         self._proc: asyncio.subprocess.Process | None = None
@@ -88,12 +114,19 @@ class SinkProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def target(self) -> Target:
+        """Where a schedule delivers to this sink."""
+        if self.kafka is not None:
+            return KafkaTarget(self.kafka.topic)
+        return HttpTarget(f"{self.url}/fire")
+
     async def start(self) -> SinkProcess:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.sink", "--port", str(self.port), "--out", str(self.out)
-        )
+        args = ["--port", str(self.port), "--out", str(self.out)]
+        if self.kafka is not None:
+            args += ["--kafka", self.kafka.bootstrap, "--topic", self.kafka.topic]
+        self._proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.sink", *args)
         self.pid = self._proc.pid
-        for _ in range(200):
+        for _ in range(600):
             try:
                 await self.count()
                 return self
@@ -143,11 +176,14 @@ class SinkProcess:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="bench HTTP sink")
+    parser = argparse.ArgumentParser(description="bench sink (HTTP, or a Kafka topic)")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--kafka", default=None, help="consume --topic from these brokers")
+    parser.add_argument("--topic", default="bench")
     args = parser.parse_args()
-    uvloop.run(_serve(args.port, args.out))
+    kafka = None if args.kafka is None else KafkaTopic(args.kafka, args.topic)
+    uvloop.run(_serve(args.port, args.out, kafka))
 
 
 if __name__ == "__main__":

@@ -119,6 +119,41 @@ def test_fire(tmp_path: Path) -> None:
     assert report["durability"] == "Cassandra commitlog_sync=batch"
 
 
+def test_fire_to_kafka(tmp_path: Path) -> None:
+    """The same phases and limits with the harness's Kafka as the target: every firing
+    produced once (read back by the sink's consumer), and the raw limits produce too."""
+    require_server("CLOCKWORK_KAFKA")
+    report = run_bench(
+        "bench.fire",
+        tmp_path,
+        "--target",
+        "kafka",
+        "--m",
+        "300",
+        "--workers",
+        "1",
+        "--window-s",
+        "2",
+        "--steady-s",
+        "2",
+        "--warm-up",
+        "0",
+        "--shards",
+        "8",
+    )
+    assert report["target"] == "kafka"
+    runs = report["runs"]
+    assert [r["run"] for r in runs] == ["saturate-w1", "half-rate"]
+    for r in runs:
+        assert (r["lost"], r["unexpected"], r["received"], r["early"]) == (0, 0, r["n"], 0), r
+        assert "kafka_cpu_s_per_100k" in r, r  # the broker's CPU is part of the cost
+    assert report["raw"]["run"].startswith("raw aiokafka")
+    assert report["raw"]["received"] == 300
+    for r in report["raw_durable"]:
+        assert (r["errors"], r["received"], r["n"]) == (0, 300, 300), r
+    assert report["ratio_minimal_durable_to_raw"] > 0
+
+
 def test_cost(tmp_path: Path) -> None:
     report = run_bench(
         "bench.cost",
