@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from clockwork_svc.domain.load import DueCounter
 
 T = TypeVar("T")
 
@@ -21,17 +23,20 @@ class DueQueue(Generic[T]):
         self._heap: list[tuple[int, int, T]] = []
         self._counter = itertools.count()
         self._changed = asyncio.Event()
+        self._due = DueCounter()
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def due_times(self) -> Iterator[int]:
-        """Every queued item's due time, in no particular order (for load reports)."""
-        return (entry[0] for entry in self._heap)
+    @property
+    def counter(self) -> DueCounter:
+        """How many queued items fall due by when (for load reports)."""
+        return self._due
 
     def push(self, due_ms: int, item: T) -> None:
         earliest = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (due_ms, next(self._counter), item))
+        self._due.add(due_ms)
         if earliest is None or due_ms < earliest:
             self._changed.set()
 
@@ -43,6 +48,7 @@ class DueQueue(Generic[T]):
                 due: list[tuple[int, T]] = []
                 while self._heap and self._heap[0][0] <= now and len(due) < max_items:
                     due_ms, _, item = heapq.heappop(self._heap)
+                    self._due.remove(due_ms)
                     due.append((due_ms, item))
                 return due
             self._changed.clear()

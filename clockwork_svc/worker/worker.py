@@ -171,7 +171,7 @@ class Worker:
             worker_id,
             self._clock.now_ms(),
             shards=len(self.owned_shards),
-            due_times_ms=self._queue.due_times(),
+            queued=self._queue.counter,
             in_flight=len(self._deliveries),
             window_s=window_s,
         )
