@@ -77,6 +77,9 @@ class CreateBatcher:
 
     def _flush(self, tenant: str, state: _Tenant) -> None:
         state.flush_scheduled = False
+        # A caller cancelled while its create waited (its deadline passed) is dropped:
+        # nothing was written for it yet.
+        state.queued = [r for r in state.queued if not r.answer.done()]
         while state.queued and state.in_flight < self._max_in_flight:
             batch, state.queued = state.queued[: self._max_batch], state.queued[self._max_batch :]
             state.in_flight += 1

@@ -101,3 +101,18 @@ async def test_a_cancelled_caller_leaves_the_others_answered() -> None:
 def test_max_batch_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_batch"):
         CreateBatcher(Recorder(), max_batch=0)
+
+
+async def test_a_caller_cancelled_while_queued_is_not_sent() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = CreateBatcher(recorder, max_batch=10, max_in_flight=1)
+    first = asyncio.create_task(batcher.create("a", "k1", spec()))
+    await recorder.called.wait()  # k1's batch is in flight: the next ones queue
+    queued = [asyncio.create_task(batcher.create("a", k, spec())) for k in ("k2", "k3")]
+    await asyncio.sleep(0)
+    queued[0].cancel()
+    recorder.release.set()
+    assert (await first).schedule.key == "k1"
+    assert (await queued[1]).schedule.key == "k3"
+    assert recorder.calls == [("a", ["k1"]), ("a", ["k3"])]
