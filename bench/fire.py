@@ -212,7 +212,8 @@ async def raw_limit(
             per_s = await loadgen.blast(f"{sink.url}/fire", PAYLOAD, ids, concurrency)
             name = "aiohttp"
         else:
-            per_s = await kafka_io.blast(kafka or "", sink.kafka.topic, PAYLOAD, ids, concurrency)
+            topic = sink.kafka
+            per_s = await kafka_io.blast(topic.bootstrap, topic.topic, PAYLOAD, ids, concurrency)
             name = "aiokafka"
             await sink.wait_for(n, timeout_s=60.0)
         usage = await monitor.stop()
@@ -248,6 +249,7 @@ async def raw_durable_limits(
                 TENANT,
                 schedule_keys,
                 sink.target(),
+                kafka,
                 PAYLOAD,
                 concurrency,
                 {"sink": sink.pid} | _servers(cluster, kafka),

@@ -1,6 +1,6 @@
 """Kafka for the benchmarks (the only bench module that imports aiokafka): the topic a
-run delivers to, a producer configured as a worker's (acks=all, idempotent, the same
-linger), the raw producer limit, and the consumer the Kafka sink records with.
+run delivers to, a producer configured as a worker's (`delivery.kafka.new_producer`)
+sending a worker's headers, the raw producer limit, and the consumer the Kafka sink records with.
 
 A benchmark topic stores the broker's append time in each record
 (`message.timestamp.type=LogAppendTime`): the sink reports that as the receive time, so
@@ -19,7 +19,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from clockwork_svc.delivery.kafka import PRODUCER_LINGER_MS
+from clockwork_svc.delivery.kafka import new_producer
+from clockwork_svc.domain import signing
 
 PARTITIONS = 8
 
@@ -51,13 +52,8 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS)
 
 @asynccontextmanager
 async def producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
-    """A producer as a worker's (clockwork_svc/delivery/kafka.py) is configured."""
-    made = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=PRODUCER_LINGER_MS,
-    )
+    """A started producer configured as a worker's."""
+    made = new_producer(bootstrap, client_id="clockwork-bench")
     await made.start()
     try:
         yield made
@@ -73,12 +69,11 @@ async def send(
     timestamp_s: int,
     key: str,
 ) -> None:
-    """Produce one delivery with a worker's headers; returns once the broker has it."""
-    headers = [
-        ("webhook-id", delivery_id.encode()),
-        ("webhook-timestamp", str(timestamp_s).encode()),
-    ]
-    await made.send_and_wait(topic, value=payload, key=key.encode(), headers=headers)
+    """Produce one delivery with a worker's headers (an unsigned tenant's); returns once
+    the broker has it."""
+    headers = signing.webhook_headers(delivery_id, timestamp_s, payload, ())
+    encoded = [(name, value.encode()) for name, value in headers.items()]
+    await made.send_and_wait(topic, value=payload, key=key.encode(), headers=encoded)
 
 
 async def blast(

@@ -3,12 +3,12 @@ generator that also does, per firing, the store work of a durable scheduler, thr
 Clockwork's own Cassandra store (opened as a worker opens it) and with no scheduler in
 between.
 
-Two levels, each measured over the same number of firings as the raw HTTP limit:
+Two levels, each measured over the same number of firings as the raw limit:
 
 - `minimal`: what any at-least-once scheduler keeping its firings in Cassandra must do
   per firing at the least: read it from its time-bucketed partition (a paged scan of
-  each shard, each row read once), deliver it (POST, or produce), then mark it done. No schedule, no
-  execution record, no retry or cancel check.
+  each shard, each row read once), deliver it (POST, or produce), then mark it done.
+  No schedule, no execution record, no retry or cancel check.
 - `clockwork-store`: the store work Clockwork's worker does for a one-shot firing:
   the same scan, the schedule read before the POST, then the execution record, the
   schedule's progress and completion, and `done`. What is left between this level and
@@ -89,9 +89,11 @@ Send = Callable[[Firing, int], Awaitable[None]]
 
 
 @asynccontextmanager
-async def sender(target: Target, payload: bytes, concurrency: int) -> AsyncIterator[Send]:
+async def sender(
+    target: Target, brokers: str | None, payload: bytes, concurrency: int
+) -> AsyncIterator[Send]:
     """How the load generator delivers to `target`: aiohttp POSTs, or a producer
-    configured as a worker's (CLOCKWORK_KAFKA names the brokers)."""
+    configured as a worker's, to `brokers`."""
     if isinstance(target, HttpTarget):
         async with loadgen.session(concurrency) as http:
 
@@ -100,7 +102,9 @@ async def sender(target: Target, payload: bytes, concurrency: int) -> AsyncItera
 
             yield post
         return
-    async with kafka_io.producer(os.environ["CLOCKWORK_KAFKA"]) as made:
+    if brokers is None:
+        raise ValueError("a Kafka target needs the brokers")
+    async with kafka_io.producer(brokers) as made:
 
         async def produce(f: Firing, timestamp_s: int) -> None:
             await kafka_io.send(
@@ -179,6 +183,7 @@ async def limit(
     tenant: str,
     schedule_keys: Sequence[str],
     target: Target,
+    brokers: str | None,
     payload: bytes,
     concurrency: int,
     pids: dict[str, int],
@@ -196,7 +201,7 @@ async def limit(
         await store.put_firings(due)
         start_ms = min(f.fire_at_ms for f in due) - 1
         end_ms = now_ms() + 1
-        async with sender(target, payload, concurrency) as send:
+        async with sender(target, brokers, payload, concurrency) as send:
             full = level_name == "clockwork-store"
             driver = _Driver(store, send, full, concurrency)
             monitor = ResourceMonitor({"driver": os.getpid(), **pids}).start()
