@@ -40,6 +40,7 @@ from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
     DeliveryResult,
     Firing,
+    FiringRecord,
     Outcome,
     Progress,
 )
@@ -160,12 +161,13 @@ class _Driver:
                 # The worker's own record of a delivery answered 200.
                 settled = planning.settle(schedule, f, _ANSWERED_200, started, finished, 0.0)
                 progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
-                await asyncio.gather(
-                    self._store.record_execution(settled.execution),
-                    self._store.record_progress(f.tenant, f.schedule_key, progress),
-                    self._store.complete_schedule(
-                        f.tenant, f.schedule_key, schedule.version, finished
-                    ),
+                await self._store.record_firing(
+                    FiringRecord(
+                        settled.execution,
+                        progress,
+                        completes_version=schedule.version,
+                        completed_ms=finished,
+                    )
                 )
             await self._store.mark_done(f)
             self.delivered += 1

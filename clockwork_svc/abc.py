@@ -16,6 +16,8 @@ from clockwork_svc.domain.model import (
     DeliveryResult,
     Execution,
     Firing,
+    FiringKey,
+    FiringRecord,
     Progress,
     Schedule,
     ShardCursor,
@@ -104,6 +106,13 @@ class Store(Protocol):
         A newer version (any change bumps it) is never affected. Idempotent, and not a
         compare-and-set: cheap enough for the firing path."""
 
+    async def record_firing(self, record: FiringRecord) -> None:
+        """Write every part of `record` or raise: its execution (as `record_execution`),
+        the schedule's progress (as `record_progress`) and completion (as
+        `complete_schedule`), its dead letter and ordering block if any. Each part is
+        an idempotent upsert, so the caller retries the whole record; the parts are
+        written together, in no promised order."""
+
     # --- firings -----------------------------------------------------------------
 
     async def put_firings(self, firings: Sequence[Firing]) -> None:
@@ -117,6 +126,12 @@ class Store(Protocol):
         """Firings of `shard` with (fire_at_ms, firing_id) > start and fire_at_ms < end_ms,
         in that order, at most `limit`; done ones included (callers skip them).
         Use start = (t, "") to include everything due at t."""
+
+    async def scan_firing_keys(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[FiringKey]:
+        """The keys and `done` flags of the firings `scan_firings` would return for the
+        same arguments, without their other columns: a cheaper re-read of a range."""
 
     async def mark_done(self, firing: Firing) -> None:
         """Set the firing's `done` flag (an upsert of one column, never a delete)."""

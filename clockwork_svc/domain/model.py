@@ -104,6 +104,20 @@ class Firing:
 
 
 @dataclass(frozen=True, slots=True)
+class FiringKey:
+    """Where a firing sits in its shard, and whether it is done: what a re-read of a
+    range already read needs (`Store.scan_firing_keys`)."""
+
+    fire_at_ms: int
+    firing_id: str
+    done: bool
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return (self.fire_at_ms, self.firing_id)
+
+
+@dataclass(frozen=True, slots=True)
 class Execution:
     """The recorded result of one firing."""
 
@@ -181,3 +195,22 @@ class DeliveryResult:
     error: str = ""
     retry_after_ms: int | None = None
     stop_schedule: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FiringRecord:
+    """What a worker writes once a firing has come to something, before it marks the
+    firing done (`Store.record_firing`): its execution, the schedule's progress, and
+    what follows from the outcome."""
+
+    execution: Execution
+    progress: Progress
+    # The firing was its schedule's last occurrence: this version is completed, at
+    # `completed_ms` (None: the schedule goes on).
+    completes_version: int | None = None
+    completed_ms: int = 0
+    dead_letter: DeadLetter | None = None
+    # The firing's ordering key and the block to store for it: its delivery id while a
+    # retry is due, "" to lift a block; None leaves the key's block untouched.
+    ordering_key: str = ""
+    ordering_block: str | None = None

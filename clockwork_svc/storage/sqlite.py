@@ -23,6 +23,8 @@ from clockwork_svc.domain.model import (
     DeadLetter,
     Execution,
     Firing,
+    FiringKey,
+    FiringRecord,
     Progress,
     Schedule,
     ScheduleState,
@@ -186,30 +188,23 @@ class SqliteStore:
         )
 
     async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        await self._run(
-            _execute_count,
-            self._conn,
-            f"UPDATE schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
-            (*progress_values(progress), tenant, key),
-        )
+        await self._run(_execute_count, self._conn, *_progress(tenant, key, progress))
 
     async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
-        # One writer at a time: a conditional update is as cheap as any.
-        await self._run(
-            _execute_count,
-            self._conn,
-            "UPDATE schedules SET state = ?, next_fire_ms = NULL, "
-            "updated_ms = MAX(updated_ms, ?) WHERE tenant = ? AND key = ? AND version = ? "
-            "AND state = ?",
-            (
-                ScheduleState.COMPLETED.value,
-                at_ms,
-                tenant,
-                key,
-                version,
-                ScheduleState.ACTIVE.value,
-            ),
-        )
+        await self._run(_execute_count, self._conn, *_completion(tenant, key, version, at_ms))
+
+    async def record_firing(self, record: FiringRecord) -> None:
+        e = record.execution
+        writes = [_execution(e), _progress(e.tenant, e.schedule_key, record.progress)]
+        if record.completes_version is not None:
+            writes.append(
+                _completion(e.tenant, e.schedule_key, record.completes_version, record.completed_ms)
+            )
+        if record.dead_letter is not None:
+            writes.append(_dead_letter(record.dead_letter))
+        if record.ordering_block is not None:
+            writes.append(_ordering_block(e.tenant, record.ordering_key, record.ordering_block))
+        await self._run(_execute_all, self._conn, writes)
 
     # --- firings ---------------------------------------------------------------------
 
@@ -258,6 +253,19 @@ class SqliteStore:
             (shard, start[0], start[1], end_ms, limit),
         )
         return [FIRINGS.decode(r) for r in rows]
+
+    async def scan_firing_keys(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[FiringKey]:
+        rows = await self._run(
+            _fetchall,
+            self._conn,
+            "SELECT fire_at_ms, firing_id, done FROM firings WHERE shard = ? AND "
+            "(fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? "
+            "ORDER BY fire_at_ms, firing_id LIMIT ?",
+            (shard, start[0], start[1], end_ms, limit),
+        )
+        return [FiringKey(r[0], r[1], bool(r[2])) for r in rows]
 
     async def mark_done(self, firing: Firing) -> None:
         await self._run(
@@ -379,24 +387,13 @@ class SqliteStore:
 
     async def set_ordering_block(self, tenant: str, ordering_key: str, delivery_id: str) -> None:
         await self._run(
-            _execute_count,
-            self._conn,
-            "INSERT OR REPLACE INTO ordering_blocks VALUES (?, ?, ?)",
-            (tenant, ordering_key, delivery_id),
+            _execute_count, self._conn, *_ordering_block(tenant, ordering_key, delivery_id)
         )
 
     # --- dead letters ------------------------------------------------------------------------
 
     async def record_dead_letter(self, letter: DeadLetter) -> None:
-        # No redriven_ms: recording a letter again never clears a redrive mark.
-        await self._run(
-            _execute_count,
-            self._conn,
-            f"INSERT INTO dead_letters ({DEAD_LETTERS.names}) "
-            f"VALUES ({markers(len(DEAD_LETTERS.columns))}) ON CONFLICT DO UPDATE SET "
-            "last_status = excluded.last_status, last_error = excluded.last_error",
-            DEAD_LETTERS.encode(letter),
-        )
+        await self._run(_execute_count, self._conn, *_dead_letter(letter))
 
     async def list_dead_letters(
         self,
@@ -429,13 +426,7 @@ class SqliteStore:
     # --- executions ----------------------------------------------------------------------
 
     async def record_execution(self, execution: Execution) -> None:
-        await self._run(
-            _execute_count,
-            self._conn,
-            f"INSERT OR REPLACE INTO executions ({EXECUTIONS.names}) "
-            f"VALUES ({markers(len(EXECUTIONS.columns))})",
-            EXECUTIONS.encode(execution),
-        )
+        await self._run(_execute_count, self._conn, *_execution(execution))
 
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
@@ -495,6 +486,66 @@ def _fetchall(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> li
 def _execute_count(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> int:
     with conn:
         return conn.execute(sql, params).rowcount
+
+
+Write = tuple[str, tuple[Any, ...]]
+"""A statement and its parameters."""
+
+
+def _execute_all(conn: sqlite3.Connection, writes: Sequence[Write]) -> None:
+    """In one transaction."""
+    with conn:
+        for sql, params in writes:
+            conn.execute(sql, params)
+
+
+def _progress(tenant: str, key: str, progress: Progress) -> Write:
+    return (
+        f"UPDATE schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
+        (*progress_values(progress), tenant, key),
+    )
+
+
+def _completion(tenant: str, key: str, version: int, at_ms: int) -> Write:
+    # One writer at a time: a conditional update is as cheap as any.
+    return (
+        "UPDATE schedules SET state = ?, next_fire_ms = NULL, "
+        "updated_ms = MAX(updated_ms, ?) WHERE tenant = ? AND key = ? AND version = ? "
+        "AND state = ?",
+        (
+            ScheduleState.COMPLETED.value,
+            at_ms,
+            tenant,
+            key,
+            version,
+            ScheduleState.ACTIVE.value,
+        ),
+    )
+
+
+def _ordering_block(tenant: str, ordering_key: str, delivery_id: str) -> Write:
+    return (
+        "INSERT OR REPLACE INTO ordering_blocks VALUES (?, ?, ?)",
+        (tenant, ordering_key, delivery_id),
+    )
+
+
+def _dead_letter(letter: DeadLetter) -> Write:
+    # No redriven_ms: recording a letter again never clears a redrive mark.
+    return (
+        f"INSERT INTO dead_letters ({DEAD_LETTERS.names}) "
+        f"VALUES ({markers(len(DEAD_LETTERS.columns))}) ON CONFLICT DO UPDATE SET "
+        "last_status = excluded.last_status, last_error = excluded.last_error",
+        DEAD_LETTERS.encode(letter),
+    )
+
+
+def _execution(execution: Execution) -> Write:
+    return (
+        f"INSERT OR REPLACE INTO executions ({EXECUTIONS.names}) "
+        f"VALUES ({markers(len(EXECUTIONS.columns))})",
+        EXECUTIONS.encode(execution),
+    )
 
 
 def _values(table: Table[R], record: R) -> tuple[Any, ...]:

@@ -11,10 +11,9 @@ idempotent upsert, so re-running a firing after a crash repeats no damage.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +21,7 @@ from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
     Firing,
+    FiringRecord,
     Outcome,
     Progress,
     Schedule,
@@ -182,36 +182,27 @@ class Dispatcher:
         if result.stop_schedule:
             await self._stop_schedule(schedule, turn.now_ms)
         # These writes only have to land before the firing is marked done, and none
-        # depends on another: they go out together (one round trip of latency, not four).
-        writes = [
-            self._store.record_execution(execution),
-            self._store.record_progress(
-                firing.tenant,
-                firing.schedule_key,
-                dataclasses.replace(turn.progress, last_outcome=execution.outcome),
-            ),
-        ]
-        if turn.completes:
-            # A plain upsert naming this version (not a compare-and-set), so it
-            # travels with the other writes.
-            writes.append(
-                self._store.complete_schedule(
-                    schedule.tenant, schedule.key, schedule.version, result.finished_ms
-                )
-            )
-        if execution.outcome is Outcome.FAILED:
-            writes.append(self._store.record_dead_letter(planning.dead_letter(firing, execution)))
+        # depends on another: they go out together (one request, not four).
+        ordering_block = None
         if firing.ordering_key and retry is not None:
             # The key stays blocked until this delivery succeeds or gives up, even across
             # a crash or a takeover: the block is stored before the firing is done.
-            writes.append(
-                self._store.set_ordering_block(
-                    firing.tenant, firing.ordering_key, firing.delivery_id
-                )
+            ordering_block = firing.delivery_id
+        elif retry is None and _may_block(firing):
+            ordering_block = ""
+        failed = execution.outcome is Outcome.FAILED
+        await self._store.record_firing(
+            FiringRecord(
+                execution,
+                dataclasses.replace(turn.progress, last_outcome=execution.outcome),
+                # A plain upsert naming this version (not a compare-and-set).
+                completes_version=schedule.version if turn.completes else None,
+                completed_ms=result.finished_ms,
+                dead_letter=planning.dead_letter(firing, execution) if failed else None,
+                ordering_key=firing.ordering_key,
+                ordering_block=ordering_block,
             )
-        elif retry is None:
-            writes.append(self._unblock_ordering(firing))
-        await _all(writes)
+        )
         await self._store.mark_done(firing)
 
     async def _put(self, firing: Firing) -> None:
@@ -226,10 +217,8 @@ class Dispatcher:
         return schedule if spec is schedule.spec else dataclasses.replace(schedule, spec=spec)
 
     async def _unblock_ordering(self, firing: Firing) -> None:
-        """A retried delivery of an ordering key resolved: lift the key's stored block.
-        Only a retry (attempt > 1) can be the blocker: one delivery of a key runs at a
-        time, so the block is this delivery's."""
-        if firing.ordering_key and firing.attempt > 1:
+        """A retried delivery of an ordering key resolved: lift the key's stored block."""
+        if _may_block(firing):
             await self._store.set_ordering_block(firing.tenant, firing.ordering_key, "")
 
     async def _stop_schedule(self, schedule: Schedule, now: int) -> None:
@@ -245,9 +234,7 @@ class Dispatcher:
             self._observer.schedule_stopped(schedule.tenant, schedule.key)
 
 
-async def _all(writes: Sequence[Awaitable[None]]) -> None:
-    """Await every write; then raise the first failure (none is left running)."""
-    results = await asyncio.gather(*writes, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+def _may_block(firing: Firing) -> bool:
+    """Only a retry (attempt > 1) of an ordering key can hold its stored block: one
+    delivery of a key runs at a time, so a block is that delivery's."""
+    return bool(firing.ordering_key) and firing.attempt > 1

@@ -4,8 +4,8 @@ Reading model (see docs/architecture.md, "Firing path"):
 - a forward scan reads [scanned_to, now + lookahead) every poll;
 - a sweep re-reads [now - settle, scanned_to) every sweep interval, catching rows
   whose write finished after the forward scan passed their due time (writers never
-  write a firing due before their own "now", so `settle` bounds that window); on a
-  sweep poll the two are one read, [now - settle, now + lookahead);
+  write a firing due before their own "now", so `settle` bounds that window). It reads
+  only the rows' keys and `done` flags, and in full only the rows it has not seen;
 - the cursor advances to the oldest unfinished firing, or now - settle, whichever
   is earlier, and is persisted with the owner's epoch; a rejected advance means
   another worker owns the shard, and this scanner stops at once.
@@ -29,10 +29,10 @@ log = logging.getLogger(__name__)
 class ScanSettings:
     lookahead_ms: int = 2_000
     settle_ms: int = 3_000
-    # Every poll that is also a sweep is one read of [now - settle, now + lookahead):
-    # with both at 1 s, each firing is read 1-2 s before it is due (and a late write
-    # within a second of its write), one request per shard per second. A forward scan
-    # between sweeps would only read the far end of the window again.
+    # With both at 1 s, every poll is a sweep: the keys of [now - settle, scanned_to),
+    # then the rows of [scanned_to, now + lookahead). Each firing is read in full once,
+    # 1-2 s before it is due (a late write within a second of its write), and its key
+    # a few times more until the sweep passes it: two requests per shard per second.
     poll_interval_ms: int = 1_000
     sweep_interval_ms: int = 1_000
     # A cursor write is a compare-and-set (Paxos) on the epoch: every 5 s per shard,
@@ -159,13 +159,37 @@ class ShardScanner:
         self._scanned_to = await self._read(self._scanned_to, upper)
 
     async def _sweep_and_scan(self) -> None:
-        """The sweep and the forward scan as one read: [now - settle, now + lookahead)
-        is one contiguous range, so one request per page instead of two."""
+        """The sweep, then the forward scan. Most rows of the sweep's range were read
+        already (this owner has them in flight or finished): it reads only their keys
+        and `done` flags, and reads in full only the rows it has not seen, which were
+        written after the forward scan passed them."""
         now = self._clock.now_ms()
         lower = min(max(self._position, now - self._settings.settle_ms), self._scanned_to)
+        await self._sweep(lower, self._scanned_to)
         self._scanned_to = max(
-            self._scanned_to, await self._read(lower, now + self._settings.lookahead_ms)
+            self._scanned_to, await self._read(self._scanned_to, now + self._settings.lookahead_ms)
         )
+
+    async def _sweep(self, lower_ms: int, upper_ms: int) -> None:
+        start = (lower_ms, "")
+        while self.active and start[0] < upper_ms:
+            keys = await self._store.scan_firing_keys(
+                self.shard, start, upper_ms, self._settings.page_size
+            )
+            unseen = [
+                k
+                for k in keys
+                if not k.done
+                and k.firing_id not in self._pending
+                and k.firing_id not in self._finished
+            ]
+            if unseen:
+                # One full read from the first unseen row to the last (rows between them
+                # that are known are skipped by _admit).
+                await self._read(unseen[0].fire_at_ms, unseen[-1].fire_at_ms + 1)
+            if len(keys) < self._settings.page_size:
+                return
+            start = keys[-1].sort_key
 
     async def _read(self, lower_ms: int, upper_ms: int) -> int:
         """Read [lower, upper); returns how far it got (less than upper under backpressure)."""

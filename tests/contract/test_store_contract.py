@@ -14,6 +14,8 @@ from clockwork_svc.domain.model import (
     DeadLetter,
     Execution,
     Firing,
+    FiringKey,
+    FiringRecord,
     Outcome,
     Progress,
     Schedule,
@@ -299,6 +301,31 @@ async def test_scan_spans_a_long_empty_range(store: Store) -> None:
     assert [f.fire_at_ms for f in got] == [far]
 
 
+async def test_scan_firing_keys_matches_scan_firings(store: Store) -> None:
+    shard = fresh_shard()
+    times = [T0 + (i // 3) * 20_000 for i in range(30)]  # ties, and four buckets
+    firings = [make_firing(shard, t) for t in times]
+    await store.put_firings(firings)
+    await store.mark_done(firings[4])
+    # A `done` with no firing (mark_done of a firing never put) is no firing.
+    await store.mark_done(make_firing(shard, T0 + 1))
+    await store.put_firings([make_firing(shard + 1, T0 + 5)])  # another shard: invisible
+    for start, end, limit in [((T0, ""), T0 + 10**6, 100), ((T0, ""), T0 + 10**6, 7)]:
+        full = await store.scan_firings(shard, start, end, limit)
+        keys = await store.scan_firing_keys(shard, start, end, limit)
+        assert keys == [FiringKey(f.fire_at_ms, f.firing_id, f.done) for f in full]
+    expected = sorted(firings, key=lambda f: f.sort_key)
+    got: list[FiringKey] = []
+    start = (T0, "")
+    while page := await store.scan_firing_keys(shard, start, T0 + 100_000, 4):
+        got += page
+        start = page[-1].sort_key
+    assert [k.sort_key for k in got] == [
+        f.sort_key for f in expected if f.fire_at_ms < T0 + 100_000
+    ]
+    assert [k.done for k in got].count(True) == 1
+
+
 async def test_put_is_idempotent_and_never_clears_done(store: Store) -> None:
     shard = fresh_shard()
     f = make_firing(shard, T0 + 100)
@@ -516,3 +543,71 @@ async def test_ordering_blocks_are_set_replaced_and_cleared(store: Store) -> Non
     await store.set_ordering_block(t, "k", "")
     assert await store.get_ordering_block(t, "k") == ""
     assert await store.get_ordering_block(t, "other") == "msg_9"
+
+
+def make_execution(t: str, key: str, started_ms: int, outcome: Outcome) -> Execution:
+    return Execution(
+        tenant=t,
+        schedule_key=key,
+        firing_id=uuid.uuid4().hex,
+        delivery_id="msg_r",
+        attempt=2,
+        occurrence_ms=started_ms - 10,
+        due_ms=started_ms - 5,
+        started_ms=started_ms,
+        duration_ms=7,
+        outcome=outcome,
+        status_code=500 if outcome is Outcome.FAILED else 200,
+        error="HTTP 500" if outcome is Outcome.FAILED else "",
+    )
+
+
+async def test_record_firing_writes_every_part(store: Store) -> None:
+    t = tenant()
+    now = int(time.time() * 1000)
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    await store.set_ordering_block(t, "order-1", "msg_r")
+    failed = make_execution(t, "k", now, Outcome.FAILED)
+    letter = make_letter(t, now, firing_id=failed.firing_id)
+    progress = Progress(None, now - 10, Outcome.FAILED, 3)
+    record = FiringRecord(
+        failed,
+        progress,
+        completes_version=1,
+        completed_ms=now + 7,
+        dead_letter=letter,
+        ordering_key="order-1",
+        ordering_block="",
+    )
+    await store.record_firing(record)
+    await store.record_firing(record)  # idempotent
+    assert await store.get_schedule(t, "k") == dataclasses.replace(
+        s,
+        state=ScheduleState.COMPLETED,
+        updated_ms=max(s.updated_ms, now + 7),
+        next_fire_ms=None,
+        last_fire_ms=now - 10,
+        last_outcome=Outcome.FAILED,
+        fired_count=3,
+    )
+    assert await store.list_executions(t, "k", None, 10) == [failed]
+    assert await store.list_dead_letters(t, now, now + 1, None, 10) == [letter]
+    assert await store.get_ordering_block(t, "order-1") == ""
+
+    # A schedule that goes on: progress only; the ordering block is left as it is.
+    other = make_schedule(t, "k2")
+    await store.insert_schedule(other)
+    await store.set_ordering_block(t, "order-1", "msg_9")
+    ok = make_execution(t, "k2", now + 1, Outcome.SUCCEEDED)
+    await store.record_firing(FiringRecord(ok, Progress(T0 + 9000, now, Outcome.SUCCEEDED, 1)))
+    assert await store.get_schedule(t, "k2") == dataclasses.replace(
+        other,
+        next_fire_ms=T0 + 9000,
+        last_fire_ms=now,
+        last_outcome=Outcome.SUCCEEDED,
+        fired_count=1,
+    )
+    assert await store.list_executions(t, "k2", None, 10) == [ok]
+    assert await store.list_dead_letters(t, now + 1, now + 2, None, 10) == []
+    assert await store.get_ordering_block(t, "order-1") == "msg_9"

@@ -81,6 +81,27 @@ async def test_one_refused_write_fails_alone(table: tuple[Any, Any, str]) -> Non
     assert await rows(session, name, key) == dict.fromkeys(range(5), "ok")
 
 
+async def test_a_group_of_writes_lands_in_one_batch_and_fails_together(
+    table: tuple[Any, Any, str],
+) -> None:
+    session, upsert, name = table
+    batcher = WriteBatcher(session, max_statements=4)
+    key = uuid.uuid4().hex
+    # Each group of three is never split across batches (4 statements at most).
+    groups = [[(upsert, (key, g * 10 + i, "ok")) for i in range(3)] for g in range(4)]
+    await asyncio.gather(*(batcher.write_all(group) for group in groups))
+    assert (batcher.batches_sent, batcher.statements_sent) == (4, 12)
+    assert await rows(session, name, key) == {g * 10 + i: "ok" for g in range(4) for i in range(3)}
+
+    other = uuid.uuid4().hex
+    good = batcher.write_all([(upsert, (other, 1, "ok")), (upsert, (other, 2, "ok"))])
+    bad = batcher.write_all([(upsert, (other, 3, "ok")), (upsert, (other, "not an int", "x"))])
+    results = await asyncio.gather(good, bad, return_exceptions=True)
+    assert results[0] is None
+    assert isinstance(results[1], Exception) and not isinstance(results[1], StoreUnavailable)
+    assert await rows(session, name, other) == {1: "ok", 2: "ok"}
+
+
 async def test_a_size_cap_splits_batches(table: tuple[Any, Any, str]) -> None:
     session, upsert, name = table
     batcher = WriteBatcher(session, max_statements=100, max_bytes=4_096)

@@ -27,6 +27,8 @@ from clockwork_svc.domain.model import (
     DeadLetter,
     Execution,
     Firing,
+    FiringKey,
+    FiringRecord,
     Progress,
     Schedule,
     ShardCursor,
@@ -36,7 +38,11 @@ from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
 from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
-from clockwork_svc.storage.cassandra.write_batcher import DEFAULT_MAX_STATEMENTS, WriteBatcher
+from clockwork_svc.storage.cassandra.write_batcher import (
+    DEFAULT_MAX_STATEMENTS,
+    Statement,
+    WriteBatcher,
+)
 from clockwork_svc.storage.columns import (
     DEAD_LETTERS,
     EXECUTIONS,
@@ -51,6 +57,7 @@ from clockwork_svc.storage.columns import (
 )
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Requests one store call keeps in flight at most (the driver multiplexes them over
 # its connections; a bound keeps a large put from queueing thousands at once).
@@ -102,9 +109,11 @@ class Statements(Generic[T]):
     replace_schedule: T
     record_progress: T
     complete_schedule: T
+    record_last_progress: T
     put_firing: T
     get_firing: T
     scan_bucket: T
+    scan_bucket_keys: T
     mark_done: T
     insert_cursor: T
     take_cursor: T
@@ -166,6 +175,12 @@ _CQL: Statements[Cql] = Statements(
         "WHERE tenant = ? AND key = ?",
         True,
     ),
+    # record_progress and complete_schedule in one statement (the last occurrence).
+    record_last_progress=Cql(
+        f"UPDATE $ks.schedules SET {assignments(PROGRESS)}, completed_version = ?, "
+        "completed_ms = ? WHERE tenant = ? AND key = ?",
+        True,
+    ),
     # No `done` column: a re-put must never clear it.
     put_firing=Cql(
         f"INSERT INTO $ks.firings ({rows.FIRING_INSERTED}) "
@@ -180,6 +195,12 @@ _CQL: Statements[Cql] = Statements(
     scan_bucket=Cql(
         f"SELECT {FIRINGS.selected} FROM $ks.firings WHERE shard = ? AND bucket = ? "
         "AND (fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? LIMIT ?",
+        True,
+    ),
+    # `tenant` tells a firing from a row that holds only a `done` (rows.is_firing).
+    scan_bucket_keys=Cql(
+        "SELECT fire_at_ms, firing_id, done, tenant FROM $ks.firings WHERE shard = ? "
+        "AND bucket = ? AND (fire_at_ms, firing_id) > (?, ?) AND fire_at_ms < ? LIMIT ?",
         True,
     ),
     mark_done=Cql(
@@ -470,6 +491,23 @@ class CassandraStore:
     async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
         await self._writes.write(self._st.complete_schedule, (version, at_ms, tenant, key))
 
+    async def record_firing(self, record: FiringRecord) -> None:
+        e = record.execution
+        progress = progress_values(record.progress)
+        writes: list[Statement] = [(self._st.record_execution, EXECUTIONS.encode(e))]
+        if record.completes_version is None:
+            writes.append((self._st.record_progress, (*progress, e.tenant, e.schedule_key)))
+        else:
+            last = (record.completes_version, record.completed_ms, e.tenant, e.schedule_key)
+            writes.append((self._st.record_last_progress, (*progress, *last)))
+        if record.dead_letter is not None:
+            letter = record.dead_letter
+            writes.append((self._st.record_dead_letter, rows.dead_letter_params(letter)))
+        if record.ordering_block is not None:
+            block = (e.tenant, record.ordering_key, record.ordering_block)
+            writes.append((self._st.set_ordering_block, block))
+        await self._writes.write_all(writes)
+
     # --- firings ---------------------------------------------------------------------
 
     async def put_firings(self, firings: Sequence[Firing]) -> None:
@@ -526,17 +564,38 @@ class CassandraStore:
     async def scan_firings(
         self, shard: int, start: tuple[int, str], end_ms: int, limit: int
     ) -> list[Firing]:
+        return await self._scan(self._st.scan_bucket, FIRINGS.decode, shard, start, end_ms, limit)
+
+    async def scan_firing_keys(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[FiringKey]:
+        return await self._scan(self._st.scan_bucket_keys, _firing_key, shard, start, end_ms, limit)
+
+    async def _scan(
+        self,
+        statement: Any,
+        decode: Callable[[rows.Row], R],
+        shard: int,
+        start: tuple[int, str],
+        end_ms: int,
+        limit: int,
+    ) -> list[R]:
+        """Rows of `statement` (a scan of one bucket) in [start, end_ms) of the shard's
+        buckets, in order, at most `limit`: buckets are read a growing window at a time."""
         if limit <= 0 or end_ms <= start[0]:
             return []
         bucket_ms = self._layout.bucket_ms
         bucket, last = bucket_of(start[0], bucket_ms), bucket_of(end_ms - 1, bucket_ms)
-        found: list[Firing] = []
+        found: list[R] = []
         window = 1
         while bucket <= last and len(found) < limit:
             buckets = range(bucket, min(bucket + window, last + 1))
             need = limit - len(found)
             pages = await asyncio.gather(
-                *(self._scan_bucket(shard, b, start, end_ms, need) for b in buckets)
+                *(
+                    self._scan_bucket(statement, decode, shard, b, start, end_ms, need)
+                    for b in buckets
+                )
             )
             got = sum(len(page) for page in pages)
             for page in pages:  # buckets are disjoint and in time order
@@ -546,21 +605,28 @@ class CassandraStore:
         return found
 
     async def _scan_bucket(
-        self, shard: int, bucket: int, start: tuple[int, str], end_ms: int, limit: int
-    ) -> list[Firing]:
-        found: list[Firing] = []
+        self,
+        statement: Any,
+        decode: Callable[[rows.Row], R],
+        shard: int,
+        bucket: int,
+        start: tuple[int, str],
+        end_ms: int,
+        limit: int,
+    ) -> list[R]:
+        found: list[R] = []
         after = start
         while len(found) < limit:
             need = limit - len(found)
             seen = 0
             async for page in bridge.pages(
                 self._session,
-                self._st.scan_bucket,
+                statement,
                 (shard, bucket, after[0], after[1], end_ms, need),
                 max_rows=need,
                 page_size=_PAGE_SIZE,
             ):
-                found += [FIRINGS.decode(r) for r in page if rows.is_firing(r)]
+                found += [decode(r) for r in page if rows.is_firing(r)]
                 seen += len(page)
                 if page:
                     after = (page[-1]["fire_at_ms"], page[-1]["firing_id"])
@@ -744,6 +810,10 @@ class CassandraStore:
         self, statement: Any, params: Sequence[Any], *, profile: Any = connecting.PROFILE_DEFAULT
     ) -> bridge.Page:
         return await bridge.execute(self._session, statement, params, profile=profile)
+
+
+def _firing_key(row: rows.Row) -> FiringKey:
+    return FiringKey(row["fire_at_ms"], row["firing_id"], bool(row["done"]))
 
 
 def _next_window(window: int, got: int, still_needed: int) -> int:

@@ -50,10 +50,15 @@ _VALUE_OVERHEAD = 16
 """Bytes counted per bound value on top of its own length (type and length headers)."""
 
 
+Statement = tuple[Any, Sequence[Any]]
+"""A prepared statement and its bound parameters."""
+
+
 @dataclass(slots=True)
 class _Write:
-    statement: Any
-    params: Sequence[Any]
+    """One caller's statements: they travel in one batch and succeed or fail together."""
+
+    statements: Sequence[Statement]
     done: asyncio.Future[None]
 
 
@@ -88,7 +93,11 @@ def _settle(write: _Write, error: BaseException | None) -> None:
 
 def counted_size(params: Sequence[Any]) -> int:
     """One statement's bound values as the byte cap counts them."""
-    return sum(_VALUE_OVERHEAD + (len(v) if isinstance(v, str | bytes) else 8) for v in params)
+    size = len(params) * (_VALUE_OVERHEAD + 8)
+    for v in params:
+        if type(v) is str or type(v) is bytes:
+            size += len(v) - 8
+    return size
 
 
 class WriteBatcher:
@@ -108,24 +117,34 @@ class WriteBatcher:
         self._max_bytes = max_bytes
         self._pending: list[_Write] = []
         self._pending_bytes = 0
+        self._pending_statements = 0
         self._turn = EndOfTurn(self._flush, "cassandra-write-batch", linger_s)
         self.batches_sent = 0
         self.statements_sent = 0
 
     async def write(self, statement: Any, params: Sequence[Any]) -> None:
         """Apply one idempotent upsert (prepared `statement`, bound `params`)."""
-        loop = asyncio.get_running_loop()
+        await self.write_all(((statement, params),))
+
+    async def write_all(self, statements: Sequence[Statement]) -> None:
+        """Apply a few idempotent upserts, in one batch: returns once every one is
+        applied, or raises (some may be applied; the caller retries them all)."""
         if self._max_statements == 1:
-            self._count(1)
-            await bridge.execute(self._session, statement, params)
+            self._count(len(statements))
+            for statement, params in statements:
+                await bridge.execute(self._session, statement, params)
             return
-        size = counted_size(params)
-        if self._pending and self._pending_bytes + size > self._max_bytes:
+        size = sum(counted_size(params) for _, params in statements)
+        if self._pending and (
+            self._pending_bytes + size > self._max_bytes
+            or self._pending_statements + len(statements) > self._max_statements
+        ):
             self._flush()
-        write = _Write(statement, params, loop.create_future())
+        write = _Write(statements, asyncio.get_running_loop().create_future())
         self._pending.append(write)
         self._pending_bytes += size
-        if len(self._pending) >= self._max_statements:
+        self._pending_statements += len(statements)
+        if self._pending_statements >= self._max_statements:
             self._flush()
         else:
             self._turn.flush_soon()
@@ -135,18 +154,20 @@ class WriteBatcher:
         if not self._pending:
             return
         writes, self._pending, self._pending_bytes = self._pending, [], 0
+        self._pending_statements = 0
         self._turn.send(self._send(writes))
 
     async def _send(self, writes: list[_Write]) -> None:
-        self._count(len(writes))
+        statements = [s for w in writes for s in w.statements]
+        self._count(len(statements))
         try:
-            if len(writes) == 1:
-                await bridge.execute(self._session, writes[0].statement, writes[0].params)
+            if len(statements) == 1:
+                await bridge.execute(self._session, *statements[0])
             else:
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                 batch.is_idempotent = True
-                for w in writes:
-                    batch.add(w.statement, w.params)
+                for statement, params in statements:
+                    batch.add(statement, params)
                 await bridge.execute(self._session, batch)
         except asyncio.CancelledError:
             for w in writes:

@@ -1,0 +1,92 @@
+"""The sweep (worker/shard_scanner.py): a firing written after the forward scan passed
+its due time is found and admitted once; the rows the scanner has already seen are
+re-read as keys only, never in full again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from pathlib import Path
+
+from clockwork_svc.abc import SystemClock
+from clockwork_svc.domain import identity
+from clockwork_svc.domain.model import ClusterLayout, Firing
+from clockwork_svc.storage.sqlite import SqliteStore
+from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
+
+CLOCK = SystemClock()
+SHARD = 0
+
+
+class CountingStore(SqliteStore):
+    """The SQLite store, counting how often each firing came back from a full scan."""
+
+    full_reads: Counter[str]
+
+    async def scan_firings(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[Firing]:
+        page = await super().scan_firings(shard, start, end_ms, limit)
+        self.full_reads.update(f.firing_id for f in page)
+        return page
+
+
+def firing(label: str, fire_at_ms: int) -> Firing:
+    return Firing(
+        shard=SHARD,
+        fire_at_ms=fire_at_ms,
+        firing_id=identity.firing_id(label, 0, fire_at_ms, 1),
+        tenant="t",
+        schedule_key=label,
+        schedule_id=label,
+        version=1,
+        seq=0,
+        occurrence_ms=fire_at_ms,
+        attempt=1,
+        delivery_id=f"msg_{label}",
+    )
+
+
+async def eventually(condition: object, timeout_s: float = 5.0) -> None:
+    deadline = CLOCK.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert CLOCK.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_sweep_finds_a_late_write_and_rereads_seen_rows_as_keys_only(
+    tmp_path: Path,
+) -> None:
+    store = await CountingStore.open(tmp_path / "db", ClusterLayout(1, 60_000, CLOCK.now_ms()))
+    assert isinstance(store, CountingStore)
+    store.full_reads = Counter()
+    admitted: list[str] = []
+    settings = ScanSettings(
+        lookahead_ms=2_000, settle_ms=3_000, poll_interval_ms=50, sweep_interval_ms=50
+    )
+    scanner = ShardScanner(
+        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.schedule_key)
+    )
+    now = CLOCK.now_ms()
+    early, done = firing("early", now + 300), firing("done", now + 200)
+    await store.put_firings([early, done])
+    await store.mark_done(done)
+    task = asyncio.create_task(scanner.run())
+    try:
+        await eventually(lambda: "early" in admitted)
+        # Due before the range the forward scan has passed, written only now.
+        late = firing("late", now + 100)
+        await store.put_firings([late])
+        await eventually(lambda: "late" in admitted)
+        scanner.finished(early)
+        await asyncio.sleep(0.5)  # ten sweeps over both rows
+    finally:
+        scanner.active = False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await store.close()
+    assert sorted(admitted) == ["early", "late"]  # each once; the done firing never
+    assert store.full_reads[early.firing_id] == 1
+    assert store.full_reads[late.firing_id] == 1
