@@ -4,8 +4,9 @@ Reading model (see docs/architecture.md, "Firing path"):
 - a forward scan reads [scanned_to, now + lookahead) every poll;
 - a sweep re-reads [now - settle, scanned_to) every sweep interval, catching rows
   whose write finished after the forward scan passed their due time (writers never
-  write a firing due before their own "now", so `settle` bounds that window). It reads
-  only the rows' keys and `done` flags, and in full only the rows it has not seen;
+  write a firing due before their own "now", so `settle` bounds that window); on a
+  sweep poll the two are one read of [now - settle, now + lookahead) that fetches
+  only keys and `done` flags, then in full only the rows not seen yet;
 - the cursor advances to the oldest unfinished firing, or now - settle, whichever
   is earlier, and is persisted with the owner's epoch; a rejected advance means
   another worker owns the shard, and this scanner stops at once.
@@ -29,10 +30,10 @@ log = logging.getLogger(__name__)
 class ScanSettings:
     lookahead_ms: int = 2_000
     settle_ms: int = 3_000
-    # With both at 1 s, every poll is a sweep: the keys of [now - settle, scanned_to),
-    # then the rows of [scanned_to, now + lookahead). Each firing is read in full once,
-    # 1-2 s before it is due (a late write within a second of its write), and its key
-    # a few times more until the sweep passes it: two requests per shard per second.
+    # With both at 1 s, every poll is a sweep: one read of the keys of
+    # [now - settle, now + lookahead), and of the rows not seen yet in full. Each firing
+    # is read in full once, 1-2 s before it is due (a late write within a second of its
+    # write), and as a key about five times; at rest, one request per shard per second.
     poll_interval_ms: int = 1_000
     sweep_interval_ms: int = 1_000
     # A cursor write is a compare-and-set (Paxos) on the epoch: every 5 s per shard,
@@ -159,20 +160,19 @@ class ShardScanner:
         self._scanned_to = await self._read(self._scanned_to, upper)
 
     async def _sweep_and_scan(self) -> None:
-        """The sweep, then the forward scan. Most rows of the sweep's range were read
-        already (this owner has them in flight or finished): it reads only their keys
-        and `done` flags, and reads in full only the rows it has not seen, which were
-        written after the forward scan passed them."""
+        """The sweep and the forward scan as one read of [now - settle, now + lookahead),
+        of keys and `done` flags only: a row this owner has seen (in flight or finished)
+        is not read again; the rows it has not seen, new ones ahead and late writes
+        behind, are read in full."""
         now = self._clock.now_ms()
         lower = min(max(self._position, now - self._settings.settle_ms), self._scanned_to)
-        await self._sweep(lower, self._scanned_to)
-        self._scanned_to = max(
-            self._scanned_to, await self._read(self._scanned_to, now + self._settings.lookahead_ms)
-        )
+        reached = await self._sweep(lower, now + self._settings.lookahead_ms)
+        self._scanned_to = max(self._scanned_to, reached)
 
-    async def _sweep(self, lower_ms: int, upper_ms: int) -> None:
+    async def _sweep(self, lower_ms: int, upper_ms: int) -> int:
+        """Returns how far it got (less than upper under backpressure)."""
         start = (lower_ms, "")
-        while self.active and start[0] < upper_ms:
+        while self.active:
             keys = await self._store.scan_firing_keys(
                 self.shard, start, upper_ms, self._settings.page_size
             )
@@ -184,12 +184,16 @@ class ShardScanner:
                 and k.firing_id not in self._finished
             ]
             if unseen:
-                # One full read from the first unseen row to the last (rows between them
-                # that are known are skipped by _admit).
-                await self._read(unseen[0].fire_at_ms, unseen[-1].fire_at_ms + 1)
+                # One full read from the first unseen row to the last (rows between
+                # them that are known are skipped by _admit).
+                end_ms = unseen[-1].fire_at_ms + 1
+                reached = await self._read(unseen[0].fire_at_ms, end_ms)
+                if reached < end_ms:
+                    return reached
             if len(keys) < self._settings.page_size:
-                return
+                return upper_ms
             start = keys[-1].sort_key
+        return upper_ms
 
     async def _read(self, lower_ms: int, upper_ms: int) -> int:
         """Read [lower, upper); returns how far it got (less than upper under backpressure)."""

@@ -1,6 +1,6 @@
 """The sweep (worker/shard_scanner.py): a firing written after the forward scan passed
 its due time is found and admitted once; the rows the scanner has already seen are
-re-read as keys only, never in full again."""
+re-read as keys only, never in full again; an idle shard costs one keys read a poll."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import identity
-from clockwork_svc.domain.model import ClusterLayout, Firing
+from clockwork_svc.domain.model import ClusterLayout, Firing, FiringKey
 from clockwork_svc.storage.sqlite import SqliteStore
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
 
@@ -20,16 +20,25 @@ SHARD = 0
 
 
 class CountingStore(SqliteStore):
-    """The SQLite store, counting how often each firing came back from a full scan."""
+    """The SQLite store, counting its scans and how often each firing came back from a
+    full one."""
 
     full_reads: Counter[str]
+    scans: Counter[str]
 
     async def scan_firings(
         self, shard: int, start: tuple[int, str], end_ms: int, limit: int
     ) -> list[Firing]:
         page = await super().scan_firings(shard, start, end_ms, limit)
+        self.scans["full"] += 1
         self.full_reads.update(f.firing_id for f in page)
         return page
+
+    async def scan_firing_keys(
+        self, shard: int, start: tuple[int, str], end_ms: int, limit: int
+    ) -> list[FiringKey]:
+        self.scans["keys"] += 1
+        return await super().scan_firing_keys(shard, start, end_ms, limit)
 
 
 def firing(label: str, fire_at_ms: int) -> Firing:
@@ -55,18 +64,41 @@ async def eventually(condition: object, timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+SETTINGS = ScanSettings(
+    lookahead_ms=2_000, settle_ms=3_000, poll_interval_ms=50, sweep_interval_ms=50
+)
+
+
+async def counting_store(tmp_path: Path) -> CountingStore:
+    store = await CountingStore.open(tmp_path / "db", ClusterLayout(1, 60_000, CLOCK.now_ms()))
+    assert isinstance(store, CountingStore)
+    store.full_reads, store.scans = Counter(), Counter()
+    return store
+
+
+async def test_an_idle_shard_costs_one_keys_read_per_poll(tmp_path: Path) -> None:
+    store = await counting_store(tmp_path)
+    scanner = ShardScanner(SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: None)
+    task = asyncio.create_task(scanner.run())
+    try:
+        await asyncio.sleep(0.5)
+    finally:
+        scanner.active = False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await store.close()
+    assert store.scans["full"] == 0
+    assert store.scans["keys"] >= 2
+
+
 async def test_sweep_finds_a_late_write_and_rereads_seen_rows_as_keys_only(
     tmp_path: Path,
 ) -> None:
-    store = await CountingStore.open(tmp_path / "db", ClusterLayout(1, 60_000, CLOCK.now_ms()))
-    assert isinstance(store, CountingStore)
-    store.full_reads = Counter()
+    store = await counting_store(tmp_path)
     admitted: list[str] = []
-    settings = ScanSettings(
-        lookahead_ms=2_000, settle_ms=3_000, poll_interval_ms=50, sweep_interval_ms=50
-    )
     scanner = ShardScanner(
-        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.schedule_key)
+        SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: admitted.append(f.schedule_key)
     )
     now = CLOCK.now_ms()
     early, done = firing("early", now + 300), firing("done", now + 200)
