@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +23,6 @@ import grpc
 
 from clockwork_svc.domain.spec import TENANT_PATTERN
 from clockwork_svc.domain.tenant import hash_token
-from clockwork_svc.server.method_wrapping import Handler, MethodWrapping
 
 TENANT_METADATA = "clockwork-tenant"
 DEFAULT_TENANT = "default"
@@ -78,9 +77,8 @@ class AuthSettings:
         return bool(self.token_hashes or self.admin_token_hashes)
 
 
-class AuthInterceptor(MethodWrapping):
+class AuthInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, settings: AuthSettings, tokens: TokenLookup | None = None) -> None:
-        super().__init__()
         self._settings = settings
         self._tokens = tokens
 
@@ -106,8 +104,18 @@ class AuthInterceptor(MethodWrapping):
             return None, "token does not belong to the requested tenant"
         return Principal(tenant, admin=False), ""
 
-    def wrap(self, method: str, handler: Handler) -> Handler:
-        if method.startswith(OPEN_SERVICE_PREFIXES) or handler.unary_unary is None:
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(OPEN_SERVICE_PREFIXES):
+            return handler
+        if handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
         resolve = self._resolve

@@ -11,17 +11,23 @@ its body is looked at.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from clockwork_svc.server.method_wrapping import Handler, MethodWrapping
 
-
-class RequestDecoding(MethodWrapping):
-    def wrap(self, method: str, handler: Handler) -> Handler:
-        if handler.unary_unary is None or handler.request_deserializer is None:
+class RequestDecoding(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler
         inner = handler.unary_unary
         parse = handler.request_deserializer
