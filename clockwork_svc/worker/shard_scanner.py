@@ -173,6 +173,8 @@ class ShardScanner:
         """Returns how far it got (less than upper under backpressure)."""
         start = (lower_ms, "")
         while self.active:
+            if len(self._pending) >= self._settings.max_pending:
+                return start[0]
             keys = await self._store.scan_firing_keys(
                 self.shard, start, upper_ms, self._settings.page_size
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -122,3 +123,28 @@ async def test_sweep_finds_a_late_write_and_rereads_seen_rows_as_keys_only(
     assert sorted(admitted) == ["early", "late"]  # each once; the done firing never
     assert store.full_reads[early.firing_id] == 1
     assert store.full_reads[late.firing_id] == 1
+
+
+async def test_a_shard_at_its_pending_limit_reads_nothing(tmp_path: Path) -> None:
+    store = await counting_store(tmp_path)
+    admitted: list[str] = []
+    settings = dataclasses.replace(SETTINGS, max_pending=2, page_size=1)
+    scanner = ShardScanner(
+        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.schedule_key)
+    )
+    now = CLOCK.now_ms()
+    await store.put_firings([firing(f"f{i}", now + 500 + i) for i in range(5)])
+    task = asyncio.create_task(scanner.run())
+    try:
+        await eventually(lambda: len(admitted) == 2)
+        await asyncio.sleep(0.1)
+        scans = sum(store.scans.values())
+        await asyncio.sleep(0.3)  # six polls
+        assert sum(store.scans.values()) == scans
+    finally:
+        scanner.active = False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await store.close()
+    assert admitted == ["f0", "f1"]
