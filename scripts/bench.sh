@@ -49,3 +49,5 @@ log "peers"
 .venv/bin/python -m bench.peers --m "${BENCH_PEERS_M:-20000}" "$@"
 log "cost"
 .venv/bin/python -m bench.cost "$@"
+log "store operations"
+.venv/bin/python -m bench.store_ops

@@ -171,6 +171,21 @@ def test_cost(tmp_path: Path) -> None:
     assert report["idle_worker"]["peak_rss_mb"] > 0
 
 
+def test_store_ops(tmp_path: Path) -> None:
+    report = run_bench("bench.store_ops", tmp_path, "--n", "300", "--reps", "1")
+    loops = {row["loop"]: row for row in report["loops"]}
+    assert list(loops) == [
+        "minimal",
+        "scan, full rows",
+        "scan, keys only",
+        "record",
+        "read + record",
+    ]
+    assert all(loops[name]["n"] == 300 for name in loops)
+    assert all(loops[name]["errors"] == 0 for name in ("minimal", "record", "read + record"))
+    assert loops["read + record"]["client_us_per_firing"] > 0
+
+
 def test_handover(tmp_path: Path) -> None:
     report = run_bench("bench.handover", tmp_path, "--shards", "8", "--rounds", "1")
     [figures] = report["rounds"]
