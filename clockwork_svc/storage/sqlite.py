@@ -187,12 +187,6 @@ class SqliteStore:
             == 1
         )
 
-    async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        await self._run(_execute_count, self._conn, *_progress(tenant, key, progress))
-
-    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
-        await self._run(_execute_count, self._conn, *_completion(tenant, key, version, at_ms))
-
     async def record_firing(self, record: FiringRecord) -> None:
         e = record.execution
         writes = [_execution(e), _progress(e.tenant, e.schedule_key, record.progress)]
@@ -392,9 +386,6 @@ class SqliteStore:
 
     # --- dead letters ------------------------------------------------------------------------
 
-    async def record_dead_letter(self, letter: DeadLetter) -> None:
-        await self._run(_execute_count, self._conn, *_dead_letter(letter))
-
     async def list_dead_letters(
         self,
         tenant: str,
@@ -424,9 +415,6 @@ class SqliteStore:
         )
 
     # --- executions ----------------------------------------------------------------------
-
-    async def record_execution(self, execution: Execution) -> None:
-        await self._run(_execute_count, self._conn, *_execution(execution))
 
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
@@ -507,11 +495,12 @@ def _progress(tenant: str, key: str, progress: Progress) -> Write:
 
 
 def _completion(tenant: str, key: str, version: int, at_ms: int) -> Write:
-    # One writer at a time: a conditional update is as cheap as any.
+    # One writer at a time: a conditional update is as cheap as any. A version already
+    # completed is completed again: a repeated record rewrites the progress before it.
     return (
         "UPDATE schedules SET state = ?, next_fire_ms = NULL, "
         "updated_ms = MAX(updated_ms, ?) WHERE tenant = ? AND key = ? AND version = ? "
-        "AND state = ?",
+        "AND state IN (?, ?)",
         (
             ScheduleState.COMPLETED.value,
             at_ms,
@@ -519,6 +508,7 @@ def _completion(tenant: str, key: str, version: int, at_ms: int) -> Write:
             key,
             version,
             ScheduleState.ACTIVE.value,
+            ScheduleState.COMPLETED.value,
         ),
     )
 
