@@ -18,7 +18,6 @@ from clockwork_svc.domain.model import (
     Firing,
     FiringKey,
     FiringRecord,
-    Progress,
     Schedule,
     ShardCursor,
 )
@@ -93,25 +92,24 @@ class Store(Protocol):
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
         """Write spec, state, version, updated and next-fire time of `schedule`
         if the stored version is `expected_version`; False (nothing written) otherwise.
-        Runtime columns (see `record_progress`) are left as they are."""
-
-    async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        """Upsert the runtime columns written by workers. A no-op for a missing schedule
-        is not required: it may create a partial row that `get_schedule` ignores."""
-
-    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
-        """Version `version` of the schedule has no occurrence left (a worker delivered
-        its last firing): from now on reads report it COMPLETED, with no next fire time
-        and `updated_ms` at least `at_ms`, provided it is still ACTIVE at that version.
-        A newer version (any change bumps it) is never affected. Idempotent, and not a
-        compare-and-set: cheap enough for the firing path."""
+        Runtime columns (written by `record_firing`) are left as they are."""
 
     async def record_firing(self, record: FiringRecord) -> None:
-        """Write every part of `record` or raise: its execution (as `record_execution`),
-        the schedule's progress (as `record_progress`) and completion (as
-        `complete_schedule`), its dead letter and ordering block if any. Each part is
-        an idempotent upsert, so the caller retries the whole record; the parts are
-        written together, in no promised order."""
+        """Write every part of `record` or raise; each part is an idempotent upsert, so
+        the caller retries the whole record; the parts are written together, in no
+        promised order:
+
+        - the execution: the same firing recorded twice keeps one row per firing id;
+        - the schedule's runtime columns (its progress). A no-op for a missing schedule
+          is not required: it may create a partial row that `get_schedule` ignores;
+        - with `completes_version`: that version has no occurrence left, so from now
+          on reads report the schedule COMPLETED, with no next fire time and
+          `updated_ms` at least `completed_ms`, provided it is still ACTIVE at that
+          version. A newer version (any change bumps it) is never affected; not a
+          compare-and-set: cheap enough for the firing path;
+        - the dead letter, keyed by tenant, dead time and firing id (`redriven_ms` is
+          not written, so a redrive mark survives);
+        - the ordering key's block, as `set_ordering_block`."""
 
     # --- firings -----------------------------------------------------------------
 
@@ -182,9 +180,6 @@ class Store(Protocol):
 
     # --- dead letters ------------------------------------------------------------------
 
-    async def record_dead_letter(self, letter: DeadLetter) -> None:
-        """Upsert (keyed by tenant, dead time and firing id); `redriven_ms` is not written."""
-
     async def list_dead_letters(
         self,
         tenant: str,
@@ -200,9 +195,6 @@ class Store(Protocol):
     async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None: ...
 
     # --- executions ----------------------------------------------------------------
-
-    async def record_execution(self, execution: Execution) -> None:
-        """Upsert; the same firing recorded twice keeps one row per firing id."""
 
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int

@@ -208,7 +208,7 @@ async def test_replace_keeps_runtime_columns_and_progress_keeps_spec(store: Stor
     progress = Progress(
         next_fire_ms=T0 + 9, last_fire_ms=T0 + 8, last_outcome=Outcome.FAILED, fired_count=4
     )
-    await store.record_progress(t, "k", progress)
+    await record_progress(store, t, "k", progress)
     updated = dataclasses.replace(s, version=2, updated_ms=T0 + 10, next_fire_ms=T0 + 11)
     assert await store.replace_schedule(updated, 1)
     got = await store.get_schedule(t, "k")
@@ -221,8 +221,8 @@ async def test_complete_marks_the_current_active_version_completed(store: Store)
     t = tenant()
     s = make_schedule(t, "k")
     await store.insert_schedule(s)
-    await store.complete_schedule(t, "k", 1, T0 + 50)
-    await store.complete_schedule(t, "k", 1, T0 + 50)  # idempotent
+    await complete(store, s, 1, T0 + 50)
+    await complete(store, s, 1, T0 + 50)  # idempotent
     got = await store.get_schedule(t, "k")
     assert got == dataclasses.replace(
         s, state=ScheduleState.COMPLETED, next_fire_ms=None, updated_ms=T0 + 50
@@ -237,12 +237,12 @@ async def test_complete_never_touches_a_newer_version_or_a_paused_one(store: Sto
     await store.insert_schedule(s)
     updated = dataclasses.replace(s, version=2, updated_ms=T0 + 10)
     assert await store.replace_schedule(updated, 1)
-    await store.complete_schedule(t, "k", 1, T0 + 50)  # the old version's last firing
+    await complete(store, s, 1, T0 + 50)  # the old version's last firing
     assert await store.get_schedule(t, "k") == updated
 
     paused = dataclasses.replace(updated, state=ScheduleState.PAUSED, version=3)
     assert await store.replace_schedule(paused, 2)
-    await store.complete_schedule(t, "k", 3, T0 + 60)
+    await complete(store, s, 3, T0 + 60)
     assert await store.get_schedule(t, "k") == paused
     resumed = dataclasses.replace(paused, state=ScheduleState.ACTIVE, version=4)
     assert await store.replace_schedule(resumed, 3)
@@ -255,7 +255,7 @@ async def test_a_completed_schedule_can_still_change_version(store: Store) -> No
     t = tenant()
     s = make_schedule(t, "k")
     await store.insert_schedule(s)
-    await store.complete_schedule(t, "k", 1, T0 + 50)
+    await complete(store, s, 1, T0 + 50)
     completed = await store.get_schedule(t, "k")
     assert completed is not None and completed.state is ScheduleState.COMPLETED
     cancelled = dataclasses.replace(
@@ -394,9 +394,9 @@ async def test_executions_newest_first_and_paged(store: Store) -> None:
         for i in range(12)
     ]
     for e in executions:
-        await store.record_execution(e)
-    await store.record_execution(executions[0])  # idempotent
-    await store.record_execution(dataclasses.replace(executions[0], schedule_key="other"))
+        await record_execution(store, e)
+    await record_execution(store, executions[0])  # idempotent
+    await record_execution(store, dataclasses.replace(executions[0], schedule_key="other"))
     got: list[Execution] = []
     before: tuple[int, str] | None = None
     while True:
@@ -500,8 +500,8 @@ async def test_dead_letters_listed_by_time_range_in_order_and_paged(store: Store
     times = [now - 2 * 86_400_000 + i * 3_600_000 * 5 for i in range(10)]
     letters = [make_letter(t, ms) for ms in times]
     for letter in reversed(letters):
-        await store.record_dead_letter(letter)
-    await store.record_dead_letter(make_letter(tenant(), times[0]))  # other tenant
+        await record_dead_letter(store, letter)
+    await record_dead_letter(store, make_letter(tenant(), times[0]))  # other tenant
     got: list[DeadLetter] = []
     after: tuple[int, str] | None = None
     while True:
@@ -518,9 +518,9 @@ async def test_dead_letters_listed_by_time_range_in_order_and_paged(store: Store
 async def test_mark_redriven_survives_a_repeated_record(store: Store) -> None:
     t = tenant()
     letter = make_letter(t, int(time.time() * 1000))
-    await store.record_dead_letter(letter)
+    await record_dead_letter(store, letter)
     await store.mark_redriven(letter, letter.dead_ms + 10)
-    await store.record_dead_letter(letter)
+    await record_dead_letter(store, letter)
     [got] = await store.list_dead_letters(t, letter.dead_ms, letter.dead_ms + 1, None, 10)
     assert got == dataclasses.replace(letter, redriven_ms=letter.dead_ms + 10)
 
@@ -560,6 +560,31 @@ def make_execution(t: str, key: str, started_ms: int, outcome: Outcome) -> Execu
         status_code=500 if outcome is Outcome.FAILED else 200,
         error="HTTP 500" if outcome is Outcome.FAILED else "",
     )
+
+
+# A firing's record (`Store.record_firing`) written for the one part a test looks at.
+
+
+async def record_progress(store: Store, t: str, key: str, progress: Progress) -> None:
+    await store.record_firing(FiringRecord(make_execution(t, key, T0, Outcome.SUCCEEDED), progress))
+
+
+async def complete(store: Store, s: Schedule, version: int, at_ms: int) -> None:
+    """The record of the last firing of `s` at `version`, its progress as it stands."""
+    progress = Progress(s.next_fire_ms, s.last_fire_ms, s.last_outcome, s.fired_count)
+    execution = make_execution(s.tenant, s.key, at_ms, Outcome.SUCCEEDED)
+    record = FiringRecord(execution, progress, completes_version=version, completed_ms=at_ms)
+    await store.record_firing(record)
+
+
+async def record_execution(store: Store, e: Execution) -> None:
+    await store.record_firing(FiringRecord(e, Progress(None, e.occurrence_ms, e.outcome, 1)))
+
+
+async def record_dead_letter(store: Store, letter: DeadLetter) -> None:
+    execution = make_execution(letter.tenant, letter.schedule_key, letter.dead_ms, Outcome.FAILED)
+    progress = Progress(None, letter.occurrence_ms, Outcome.FAILED, 1)
+    await store.record_firing(FiringRecord(execution, progress, dead_letter=letter))
 
 
 async def test_record_firing_writes_every_part(store: Store) -> None:

@@ -17,7 +17,7 @@ from clockwork_svc.storage import cassandra
 from clockwork_svc.storage.cassandra import bridge, connecting, rows
 from clockwork_svc.storage.cassandra.store import firing_ttl_s
 from tests.conftest import require_server
-from tests.contract.test_store_contract import make_schedule
+from tests.contract.test_store_contract import make_schedule, record_progress
 from tests.integration.test_cassandra_schema import LAYOUT, _firing, run_outside_loop
 
 DAY_S = 86_400
@@ -55,7 +55,7 @@ async def test_insert_succeeds_over_a_partial_row_left_by_progress(
     store: cassandra.CassandraStore,
 ) -> None:
     tenant = "t-" + uuid.uuid4().hex[:8]
-    await store.record_progress(tenant, "k", Progress(5, 4, Outcome.SUCCEEDED, 3))
+    await record_progress(store, tenant, "k", Progress(5, 4, Outcome.SUCCEEDED, 3))
     assert await store.get_schedule(tenant, "k") is None
     assert await store.list_schedules(tenant, None, 10) == []
     s = make_schedule(tenant, "k")

@@ -54,7 +54,7 @@ def dead_letter_params(d: DeadLetter) -> tuple[Any, ...]:
 
 
 def is_schedule(row: Row | None) -> TypeGuard[Row]:
-    """`record_progress` may leave a partial row (no id) for a missing schedule."""
+    """`record_firing` may leave a partial row (no id) for a missing schedule."""
     return row is not None and row.get("id") is not None
 
 
@@ -68,7 +68,7 @@ def schedule(row: Row) -> Schedule:
     stored = SCHEDULES.decode(row)
     completed = row.get("completed_version")
     if stored.state is ScheduleState.ACTIVE and completed == stored.version:
-        # Marked completed by a worker (`complete_schedule`) at this very version.
+        # Marked completed by a worker (`record_firing`) at this very version.
         return dataclasses.replace(
             stored,
             state=ScheduleState.COMPLETED,

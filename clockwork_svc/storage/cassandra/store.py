@@ -29,7 +29,6 @@ from clockwork_svc.domain.model import (
     Firing,
     FiringKey,
     FiringRecord,
-    Progress,
     Schedule,
     ShardCursor,
 )
@@ -108,7 +107,6 @@ class Statements(Generic[T]):
     list_index: T
     replace_schedule: T
     record_progress: T
-    complete_schedule: T
     record_last_progress: T
     put_firing: T
     get_firing: T
@@ -144,7 +142,7 @@ class Statements(Generic[T]):
 # The CQL of every statement; `$ks` stands for the keyspace.
 _CQL: Statements[Cql] = Statements(
     # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
-    # record_progress (id null) must not count as an existing schedule.
+    # record_firing (id null) must not count as an existing schedule.
     insert_schedule=Cql(
         f"UPDATE $ks.schedules SET {assignments(SCHEDULES.others)}, "
         "completed_version = null WHERE tenant = ? AND key = ? IF id = null",
@@ -170,12 +168,7 @@ _CQL: Statements[Cql] = Statements(
         f"UPDATE $ks.schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
         True,
     ),
-    complete_schedule=Cql(
-        "UPDATE $ks.schedules SET completed_version = ?, completed_ms = ? "
-        "WHERE tenant = ? AND key = ?",
-        True,
-    ),
-    # record_progress and complete_schedule in one statement (the last occurrence).
+    # The progress of a last occurrence, with the completion marker of its version.
     record_last_progress=Cql(
         f"UPDATE $ks.schedules SET {assignments(PROGRESS)}, completed_version = ?, "
         "completed_ms = ? WHERE tenant = ? AND key = ?",
@@ -483,14 +476,6 @@ class CassandraStore:
         )
         return bool(page.rows[0]["[applied]"])
 
-    async def record_progress(self, tenant: str, key: str, progress: Progress) -> None:
-        await self._writes.write(
-            self._st.record_progress, (*progress_values(progress), tenant, key)
-        )
-
-    async def complete_schedule(self, tenant: str, key: str, version: int, at_ms: int) -> None:
-        await self._writes.write(self._st.complete_schedule, (version, at_ms, tenant, key))
-
     async def record_firing(self, record: FiringRecord) -> None:
         e = record.execution
         progress = progress_values(record.progress)
@@ -695,9 +680,6 @@ class CassandraStore:
 
     # --- executions ----------------------------------------------------------------------
 
-    async def record_execution(self, execution: Execution) -> None:
-        await self._writes.write(self._st.record_execution, EXECUTIONS.encode(execution))
-
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int
     ) -> list[Execution]:
@@ -726,9 +708,6 @@ class CassandraStore:
         await self._writes.write(self._st.set_ordering_block, (tenant, ordering_key, delivery_id))
 
     # --- dead letters -------------------------------------------------------------------------
-
-    async def record_dead_letter(self, letter: DeadLetter) -> None:
-        await self._run(self._st.record_dead_letter, rows.dead_letter_params(letter))
 
     async def list_dead_letters(
         self,
