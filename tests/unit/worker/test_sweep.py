@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from clockwork_svc.abc import SystemClock
@@ -77,18 +79,25 @@ async def counting_store(tmp_path: Path) -> CountingStore:
     return store
 
 
-async def test_an_idle_shard_costs_one_keys_read_per_poll(tmp_path: Path) -> None:
-    store = await counting_store(tmp_path)
-    scanner = ShardScanner(SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: None)
+@asynccontextmanager
+async def running(scanner: ShardScanner, store: CountingStore) -> AsyncIterator[None]:
+    """The scanner runs inside the block; then it stops and the store closes."""
     task = asyncio.create_task(scanner.run())
     try:
-        await asyncio.sleep(0.5)
+        yield
     finally:
         scanner.active = False
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await store.close()
+
+
+async def test_an_idle_shard_costs_one_keys_read_per_poll(tmp_path: Path) -> None:
+    store = await counting_store(tmp_path)
+    scanner = ShardScanner(SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: None)
+    async with running(scanner, store):
+        await asyncio.sleep(0.5)
     assert store.scans["full"] == 0
     assert store.scans["keys"] >= 2
 
@@ -105,8 +114,7 @@ async def test_sweep_finds_a_late_write_and_rereads_seen_rows_as_keys_only(
     early, done = firing("early", now + 300), firing("done", now + 200)
     await store.put_firings([early, done])
     await store.mark_done(done)
-    task = asyncio.create_task(scanner.run())
-    try:
+    async with running(scanner, store):
         await eventually(lambda: "early" in admitted)
         # Due before the range the forward scan has passed, written only now.
         late = firing("late", now + 100)
@@ -114,12 +122,6 @@ async def test_sweep_finds_a_late_write_and_rereads_seen_rows_as_keys_only(
         await eventually(lambda: "late" in admitted)
         scanner.finished(early)
         await asyncio.sleep(0.5)  # ten sweeps over both rows
-    finally:
-        scanner.active = False
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await store.close()
     assert sorted(admitted) == ["early", "late"]  # each once; the done firing never
     assert store.full_reads[early.firing_id] == 1
     assert store.full_reads[late.firing_id] == 1
@@ -134,17 +136,10 @@ async def test_a_shard_at_its_pending_limit_reads_nothing(tmp_path: Path) -> Non
     )
     now = CLOCK.now_ms()
     await store.put_firings([firing(f"f{i}", now + 500 + i) for i in range(5)])
-    task = asyncio.create_task(scanner.run())
-    try:
+    async with running(scanner, store):
         await eventually(lambda: len(admitted) == 2)
         await asyncio.sleep(0.1)
         scans = sum(store.scans.values())
         await asyncio.sleep(0.3)  # six polls
         assert sum(store.scans.values()) == scans
-    finally:
-        scanner.active = False
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await store.close()
     assert admitted == ["f0", "f1"]
