@@ -43,6 +43,7 @@ from clockwork_svc.domain.model import (
     FiringRecord,
     Outcome,
     Progress,
+    Schedule,
 )
 from clockwork_svc.domain.spec import HttpTarget, Target
 from clockwork_svc.settings import CassandraSettings, ProcessSettings, StoreSettings
@@ -115,6 +116,24 @@ async def sender(
         yield produce
 
 
+async def read_schedule(store: Store, f: Firing) -> Schedule:
+    """The schedule of a one-shot firing, as the worker reads it before sending."""
+    schedule = await store.get_schedule(f.tenant, f.schedule_key)
+    if schedule is None:
+        raise LookupError(f"schedule {f.tenant}/{f.schedule_key} not found")
+    return schedule
+
+
+async def record_answered(
+    store: Store, f: Firing, schedule: Schedule, started_ms: int, finished_ms: int
+) -> None:
+    """The worker's record of a one-shot's delivery answered 200 (`done` aside)."""
+    settled = planning.settle(schedule, f, _ANSWERED_200, started_ms, finished_ms, 0.0)
+    progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
+    record = FiringRecord(settled.execution, progress, schedule.version, finished_ms)
+    await store.record_firing(record)
+
+
 class _Driver:
     """Scans every shard and delivers each firing it finds, `concurrency` at once."""
 
@@ -151,24 +170,12 @@ class _Driver:
         try:
             schedule = None
             if self._clockwork_store_work:
-                schedule = await self._store.get_schedule(f.tenant, f.schedule_key)
-                if schedule is None:
-                    raise LookupError(f"schedule {f.tenant}/{f.schedule_key} not found")
+                schedule = await read_schedule(self._store, f)
             started = now_ms()
             await self._send(f, started // 1000)
             finished = now_ms()
             if schedule is not None:
-                # The worker's own record of a delivery answered 200.
-                settled = planning.settle(schedule, f, _ANSWERED_200, started, finished, 0.0)
-                progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
-                await self._store.record_firing(
-                    FiringRecord(
-                        settled.execution,
-                        progress,
-                        completes_version=schedule.version,
-                        completed_ms=finished,
-                    )
-                )
+                await record_answered(self._store, f, schedule, started, finished)
             await self._store.mark_done(f)
             self.delivered += 1
         except Exception as exc:  # noqa: BLE001 - counted and reported, never hidden

@@ -37,17 +37,13 @@ from typing import Any
 import uvloop
 
 from bench.common import machine, print_table, write_json
-from bench.raw_durable import open_store
+from bench.raw_durable import open_store, read_schedule, record_answered
 from bench.resources import ResourceMonitor, listening
 from clockwork_svc.abc import Store
-from clockwork_svc.domain import identity, planning, triggers
+from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.model import (
     ClusterLayout,
-    DeliveryResult,
     Firing,
-    FiringRecord,
-    Outcome,
-    Progress,
     Schedule,
     ScheduleState,
 )
@@ -58,7 +54,6 @@ LOOPS = ("minimal", "record", "read + record")
 _LAYOUT_SHARDS = 64
 _SHARDS_PER_LOOP = 8
 _PAGE = 500
-_ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
 _TENANT = "bench"
 
 FiringWork = Callable[[Store, Firing], Awaitable[None]]
@@ -113,17 +108,9 @@ async def _mark_done(store: Store, f: Firing) -> None:
 
 def _record(read: bool, schedules: dict[str, Schedule]) -> FiringWork:
     async def work(store: Store, f: Firing) -> None:
-        schedule = schedules[f.schedule_key]
-        if read:
-            found = await store.get_schedule(f.tenant, f.schedule_key)
-            if found is None:
-                raise LookupError(f"schedule {f.schedule_key} not found")
-            schedule = found
+        schedule = await read_schedule(store, f) if read else schedules[f.schedule_key]
         now = time.time_ns() // 1_000_000
-        settled = planning.settle(schedule, f, _ANSWERED_200, now, now + 1, 0.0)
-        progress = Progress(None, f.occurrence_ms, Outcome.SUCCEEDED, 1)
-        record = FiringRecord(settled.execution, progress, schedule.version, now + 1)
-        await store.record_firing(record)
+        await record_answered(store, f, schedule, now, now + 1)
         await store.mark_done(f)
 
     return work
