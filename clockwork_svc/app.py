@@ -148,6 +148,7 @@ async def start_node(
                 settings.api.tls,
                 load=_load_source(node, settings),
                 max_message_bytes=settings.api.max_message_bytes,
+                max_in_flight=settings.api.max_in_flight,
             )
         node.extra_tasks.append(
             asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")

@@ -9,12 +9,17 @@ the table is clockwork_svc/api/status.py), with the status code in `.status` and
 `grpc.aio.AioRpcError` as `__cause__`.
 
 Every v1 call is idempotent, so the channel retries UNAVAILABLE automatically with
-backoff (gRPC service-config retries).
+backoff (gRPC service-config retries); a call the server refuses for overload (with
+a `grpc-retry-pushback-ms` hint) is retried past gRPC's five attempts, after the
+hinted wait, until the call's timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +53,7 @@ from clockwork_svc.domain.model import Created, Execution, RedriveResult, Schedu
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.errors import ClockworkError
+from clockwork_svc.server.admission import PUSHBACK_METADATA
 from clockwork_svc.server.auth import TENANT_METADATA
 
 Req = TypeVar("Req")
@@ -72,6 +78,18 @@ _SERVICE_CONFIG = json.dumps(
         ]
     }
 )
+
+
+def retry_wait_s(exc: grpc.aio.AioRpcError, jitter: float) -> float | None:
+    """How long to wait before retrying a call the server refused for overload (its
+    hint, spread by `jitter`, 0 to 1), or None: any other failure is not retried here
+    (gRPC's retry policy has had its go at UNAVAILABLE)."""
+    if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+        return None
+    for key, value in exc.trailing_metadata() or ():
+        if key == PUSHBACK_METADATA and isinstance(value, str) and value.isdigit():
+            return int(value) / 1000 * (0.8 + 0.4 * jitter)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +143,19 @@ class ClockworkClient:
     async def _unary(
         self, method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req
     ) -> Resp:
-        try:
-            return await method(request, metadata=self._metadata, timeout=self._settings.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise error_from_rpc(exc) from exc
+        """One call, retried while the server refuses it for overload, until
+        `timeout_s` has passed: gRPC's own retries stop after five attempts, which a
+        burst against a busy server outlasts."""
+        deadline = time.monotonic() + self._settings.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await method(request, metadata=self._metadata, timeout=max(remaining, 0))
+            except grpc.aio.AioRpcError as exc:
+                wait_s = retry_wait_s(exc, random.random())
+                if wait_s is None or wait_s >= deadline - time.monotonic():
+                    raise error_from_rpc(exc) from exc
+            await asyncio.sleep(wait_s)
 
     async def create(self, key: str, spec: ScheduleSpec | pb.ScheduleSpec) -> Created:
         """Create the schedule, or find it created already with the same spec (a

@@ -16,7 +16,7 @@ from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import Limits
 from clockwork_svc.gc_policy import YOUNG_THRESHOLD
 from clockwork_svc.server.auth import AuthSettings
-from clockwork_svc.server.grpc_server import MAX_MESSAGE_BYTES, TlsSettings
+from clockwork_svc.server.grpc_server import MAX_IN_FLIGHT, MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.worker.worker import WorkerSettings
 
 
@@ -73,6 +73,8 @@ class ApiSettings:
     token_cache_s: float = 10.0
     # Largest request or response; larger requests are refused RESOURCE_EXHAUSTED.
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    # Calls handled at once; above it, calls are refused UNAVAILABLE with a retry hint.
+    max_in_flight: int = MAX_IN_FLIGHT
 
 
 @dataclass(frozen=True, slots=True)

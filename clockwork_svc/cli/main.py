@@ -119,6 +119,7 @@ def _api_settings(
     tls_client_ca: Path | None,
     max_payload: int,
     max_message_size: int,
+    max_in_flight: int,
 ) -> ApiSettings:
     """Without credentials the API runs unauthenticated, which only loopback allows."""
     loopback = is_loopback_host(host_of(listen, "--listen"))
@@ -150,6 +151,7 @@ def _api_settings(
         tls=tls,
         limits=Limits(max_payload_bytes=max_payload),
         max_message_bytes=max_message_size,
+        max_in_flight=max_in_flight,
     )
 
 
@@ -210,6 +212,16 @@ _api_options = option_group(
         type=click.IntRange(64 * 1024, 256 * 1024 * 1024),
         help="Largest gRPC request or response, in bytes; larger requests are refused "
         "RESOURCE_EXHAUSTED before any handler runs. At least --max-payload + 64 KiB.",
+    ),
+    click.option(
+        "--max-in-flight",
+        envvar="CLOCKWORK_MAX_IN_FLIGHT",
+        default=_DEFAULT.api.max_in_flight,
+        show_default=True,
+        type=click.IntRange(1, 100_000),
+        help="Calls the API handles at once; above it, calls are refused UNAVAILABLE at "
+        "once with a retry hint (grpc-retry-pushback-ms), which clients retry. Bounds "
+        "the API's memory and its admitted calls' latency under a burst.",
     ),
 )
 

@@ -43,6 +43,14 @@ class Metrics:
             ["method", "code"],
             registry=r,
         )
+        self.api_in_flight = Gauge(
+            "clockwork_api_in_flight", "gRPC calls being handled (admitted)", registry=r
+        )
+        self.api_refused = Counter(
+            "clockwork_api_refused_total",
+            "gRPC calls refused UNAVAILABLE because the api was at --max-in-flight",
+            registry=r,
+        )
         self.firings = Counter(
             "clockwork_firings_total", "Firings handled, by outcome", ["outcome"], registry=r
         )

@@ -18,6 +18,7 @@ from clockwork_svc.cluster_load import LoadSource, NoLoad
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
+from clockwork_svc.server.admission import Admission, AdmissionInterceptor
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
 from clockwork_svc.server.cluster_servicer import ClusterServicer
 from clockwork_svc.server.decoding import RequestDecoding
@@ -30,6 +31,15 @@ TENANT_SERVICE_NAME = tenants_pb2.DESCRIPTOR.services_by_name["TenantService"].f
 CLUSTER_SERVICE_NAME = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """The default limit on a request or response (`--max-message-size`)."""
+MAX_IN_FLIGHT = 512
+"""The default limit on calls handled at once (`--max-in-flight`); above it, calls are
+refused UNAVAILABLE with a retry hint (clockwork_svc/server/admission.py)."""
+# gRPC core queues calls the application has not picked up yet and, past 1,000 of them,
+# drops some at random, which the client sees as CANCELLED (neither applied nor
+# retryable as far as it can tell). The api picks calls up as fast as it can refuse
+# them, so that queue stays short; its limit is raised out of the way so that every
+# call gets an answer from the admission check instead.
+_CORE_PENDING_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +72,22 @@ async def start_server(
     tls: TlsSettings | None = None,
     load: LoadSource | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_in_flight: int = MAX_IN_FLIGHT,
 ) -> RunningServer:
+    admission = Admission(max_in_flight)
+    metrics.api_in_flight.set_function(lambda: admission.in_flight)
     server = grpc.aio.server(
-        # Outermost first: authenticate, then decode the request.
-        interceptors=[AuthInterceptor(auth, tokens), RequestDecoding()],
+        # Outermost first: admit, authenticate, then decode the request.
+        interceptors=[
+            AdmissionInterceptor(admission, metrics.api_refused.inc),
+            AuthInterceptor(auth, tokens),
+            RequestDecoding(),
+        ],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.server.max_pending_requests", _CORE_PENDING_LIMIT),
+            ("grpc.server.max_pending_requests_hard_limit", _CORE_PENDING_LIMIT),
         ],
     )
     pb_grpc.add_SchedulerServiceServicer_to_server(

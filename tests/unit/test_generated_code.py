@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -40,3 +41,11 @@ def test_api_reference_is_up_to_date() -> None:
     assert (REPO / "docs" / "api.md").read_text() == expected, (
         "docs/api.md is stale: run `python scripts/gen_api_docs.py`"
     )
+
+
+def test_the_documented_retry_policy_is_the_clients() -> None:
+    from clockwork_svc import client
+
+    text = (REPO / "docs" / "api.md").read_text()
+    documented = text.split("```json", 1)[1].split("```", 1)[0]
+    assert json.loads(documented) == json.loads(client._SERVICE_CONFIG)

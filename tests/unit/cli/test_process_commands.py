@@ -185,6 +185,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         "--tls-client-ca", str(cert),
         "--max-payload", "10",
         "--max-message-size", "70000",
+        "--max-in-flight", "7",
     )  # fmt: skip
     assert settings.store.sqlite_path == tmp_path / StoreSettings().sqlite_path.name
     assert settings.layout.shard_count == 4
@@ -194,6 +195,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         tls=TlsSettings(cert_file=cert, key_file=cert, client_ca_file=cert),
         limits=Limits(max_payload_bytes=10),
         max_message_bytes=70_000,
+        max_in_flight=7,
     )
 
 
