@@ -3,7 +3,7 @@
 # (and redis-server for the Celery peer, Java/Maven for Cassandra if missing), starts
 # Cassandra, etcd and Kafka with the project's harness in their own state dir, runs
 # accept, fire (with the burst case; then again with Kafka as the target, 1M firings
-# due within a minute), peers and cost, and stops the servers. Tables go to
+# due within a minute), peers, cost, store_ops and overload, and stops the servers. Tables go to
 # stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
 # benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M,
 # BENCH_KAFKA_BURST_N.
@@ -51,3 +51,5 @@ log "cost"
 .venv/bin/python -m bench.cost "$@"
 log "store operations"
 .venv/bin/python -m bench.store_ops
+log "overload (bursts of 10x and 100x the api's in-flight limit)"
+.venv/bin/python -m bench.overload "$@"

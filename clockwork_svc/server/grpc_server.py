@@ -34,12 +34,13 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 MAX_IN_FLIGHT = 512
 """The default limit on calls handled at once (`--max-in-flight`); above it, calls are
 refused UNAVAILABLE with a retry hint (clockwork_svc/server/admission.py)."""
-# gRPC core queues calls the application has not picked up yet and, past 1,000 of them,
-# drops some at random, which the client sees as CANCELLED (neither applied nor
-# retryable as far as it can tell). The api picks calls up as fast as it can refuse
-# them, so that queue stays short; its limit is raised out of the way so that every
-# call gets an answer from the admission check instead.
+# gRPC core queues calls the application has not picked up yet and drops some past
+# 1,000 waiting, and any after 30 s waiting, as CANCELLED (neither applied nor
+# retryable as far as the client can tell). The api picks calls up as fast as it can
+# refuse them; both limits are raised out of the way so that every call gets its
+# answer from the admission check (or meets its own deadline).
 _CORE_PENDING_LIMIT = 1_000_000
+_CORE_PENDING_S = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ async def start_server(
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.server.max_pending_requests", _CORE_PENDING_LIMIT),
             ("grpc.server.max_pending_requests_hard_limit", _CORE_PENDING_LIMIT),
+            ("grpc.server_max_unrequested_time_in_server", _CORE_PENDING_S),
         ],
     )
     pb_grpc.add_SchedulerServiceServicer_to_server(

@@ -186,6 +186,26 @@ def test_store_ops(tmp_path: Path) -> None:
     assert loops["read + record"]["client_us_per_firing"] > 0
 
 
+def test_overload(tmp_path: Path) -> None:
+    # A limit of 8 in flight: the burst of 160 calls is refused in part, cleanly.
+    report = run_bench(
+        "bench.overload",
+        tmp_path,
+        "--max-in-flight", "8",
+        "--factors", "20",
+        "--retried-factor", "20",
+        "--connections", "2",
+        "--capacity-n", "100",
+        "--shards", "8",
+    )  # fmt: skip
+    capacity, burst, retried = report["phases"]
+    assert capacity["calls"] == 100 and capacity["api_ms_per_create"] > 0
+    assert burst["unclean"] == 0 and burst["ok"] > 0
+    assert burst["ok"] + burst["invalid_argument"] + burst["unavailable"] == 160
+    assert retried["failed"] == 0 and retried["created_twice"] == 0
+    assert retried["found_after"] == 160
+
+
 def test_handover(tmp_path: Path) -> None:
     report = run_bench("bench.handover", tmp_path, "--shards", "8", "--rounds", "1")
     [figures] = report["rounds"]
