@@ -11,10 +11,12 @@ one api with `--max-in-flight` on a fresh keyspace, then:
    rate the api serves, and its CPU per create;
 2. bursts: for each factor, factor x max-in-flight calls sent at once on
    `--connections` connections with gRPC's retries off (a tenth of them invalid), with
-   a health check every 50 ms beside them. Every call must end OK, INVALID_ARGUMENT or
-   UNAVAILABLE with a retry hint (`unclean` counts any other answer, and refusals
-   without a hint); reported: the counts, p50/p99 latency of admitted and of refused
-   calls, the hints, the slowest health check, and the api's peak RSS and CPU;
+   a health check every 50 ms beside them on a connection of its own. Every call must
+   end OK, INVALID_ARGUMENT or UNAVAILABLE with a retry hint (`unclean` counts any
+   other answer, and refusals without a hint); reported: the counts, p50/p99 latency
+   of admitted and of refused calls (the client's view, which includes the wait in
+   the client for a free stream), the hints, the slowest health check, and the api's
+   peak RSS and CPU;
 3. a retried burst: 10 x max-in-flight creates at once through the typed client (one
    connection, gRPC's retry policy and the client's hinted retries): every create
    must land exactly once (`created` true for each, then each key found).
@@ -80,10 +82,13 @@ async def burst(
     cluster: BenchCluster, spec: pb.ScheduleSpec, factor: int, limit: int, connections: int
 ) -> dict[str, Any]:
     n = factor * limit
-    options = [("grpc.enable_retries", 0)]
+    # Retries off, and each channel with a connection of its own (not one shared).
+    options = [("grpc.enable_retries", 0), ("grpc.use_local_subchannel_pool", 1)]
     channels = [grpc.aio.insecure_channel(cluster.api_address, options) for _ in range(connections)]
     stubs = [pb_grpc.SchedulerServiceStub(c) for c in channels]
-    health = health_pb2_grpc.HealthStub(channels[0])
+    # Health checks on a connection of their own, as a probe's would be.
+    probe = grpc.aio.insecure_channel(cluster.api_address, options)
+    health = health_pb2_grpc.HealthStub(probe)
     metadata = ((TENANT_METADATA, TENANT),)
     invalid = pb.ScheduleSpec()
     codes: collections.Counter[str] = collections.Counter()
@@ -134,7 +139,7 @@ async def burst(
         done.set()
         await checking
         usage = await monitor.stop()
-        for channel in channels:
+        for channel in [*channels, probe]:
             await channel.close()
     unclean = sum(v for k, v in codes.items() if k not in CLEAN) + unhinted
     return {

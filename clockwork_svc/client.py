@@ -106,7 +106,13 @@ class ClientSettings:
 class ClockworkClient:
     def __init__(self, settings: ClientSettings) -> None:
         self._settings = settings
-        options = [("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1)]
+        options = [
+            ("grpc.service_config", _SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            # A connection of its own, not one shared with every channel of the process
+            # to the same server: the server limits the calls open per connection.
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
         if settings.ca_file or settings.cert_file:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=settings.ca_file.read_bytes() if settings.ca_file else None,

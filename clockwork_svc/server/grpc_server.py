@@ -90,6 +90,15 @@ async def start_server(
             ("grpc.server.max_pending_requests", _CORE_PENDING_LIMIT),
             ("grpc.server.max_pending_requests_hard_limit", _CORE_PENDING_LIMIT),
             ("grpc.server_max_unrequested_time_in_server", _CORE_PENDING_S),
+            # HTTP/2 flow control: one connection has at most this many calls open here;
+            # its client holds the rest until one ends. That bounds what a burst
+            # queues in this process (its memory, and the wait of a health check
+            # sent behind it) by the connections, not by the calls. Overload
+            # protection is off: it counts a call until its memory is reclaimed and
+            # refuses the next ones with REFUSED_STREAM (UNAVAILABLE without a retry
+            # hint) while the client still sees room.
+            ("grpc.max_concurrent_streams", max_in_flight),
+            ("grpc.http.overload_protection", 0),
         ],
     )
     pb_grpc.add_SchedulerServiceServicer_to_server(

@@ -49,11 +49,13 @@ def far_spec() -> pb.ScheduleSpec:
 
 
 async def test_a_burst_gets_answers_or_hinted_refusals_never_cancelled(node: app.Node) -> None:
-    # 5,000 calls at once on four connections: more than gRPC core would queue (it drops
-    # calls past 1,000 waiting, as CANCELLED), 600 times what the api admits at once.
+    # 5,000 calls at once on four connections, 600 times what the api admits at once:
+    # unbounded, gRPC core would queue them all and drop those past 1,000 as CANCELLED.
     assert node.api is not None
     address = f"127.0.0.1:{node.api.port}"
-    channels = [grpc.aio.insecure_channel(address) for _ in range(4)]
+    # Each channel with a connection of its own (by default they would share one).
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(address, own) for _ in range(4)]
     stubs = [pb_grpc.SchedulerServiceStub(c) for c in channels]
     health = health_pb2_grpc.HealthStub(channels[0])
     spec, invalid = far_spec(), pb.ScheduleSpec()
@@ -107,13 +109,18 @@ async def test_a_burst_gets_answers_or_hinted_refusals_never_cancelled(node: app
 async def test_the_typed_client_retries_refusals_until_every_create_lands(
     node: app.Node,
 ) -> None:
+    # Two clients: one connection alone has at most MAX_IN_FLIGHT calls open (HTTP/2
+    # flow control), so it is held back rather than refused.
     assert node.api is not None
     settings = ClientSettings(server=f"127.0.0.1:{node.api.port}", tenant="acme", timeout_s=120)
     spec = far_spec()
-    async with ClockworkClient(settings) as client:
-        results = await asyncio.gather(*(client.create(f"k-{i}", spec) for i in range(1500)))
+    async with ClockworkClient(settings) as one, ClockworkClient(settings) as other:
+        clients = (one, other)
+        results = await asyncio.gather(
+            *(clients[i % 2].create(f"k-{i}", spec) for i in range(1500))
+        )
         assert node.metrics.api_refused._value.get() > 0  # the burst was refused in part
         # Every create ran once: none found its schedule made by an earlier attempt.
         assert all(r.created for r in results)
-        stored = [s.key async for s in client.list_all()]
+        stored = [s.key async for s in one.list_all()]
     assert sorted(stored) == sorted(f"k-{i}" for i in range(1500))
