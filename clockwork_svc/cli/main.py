@@ -437,6 +437,16 @@ def api(
     show_default=True,
     envvar="CLOCKWORK_MAX_CONCURRENT_DELIVERIES",
 )
+@click.option(
+    "--max-tenant-share",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=_DEFAULT.worker.max_tenant_share,
+    show_default=True,
+    envvar="CLOCKWORK_MAX_TENANT_SHARE",
+    help="The fraction of --max-concurrent-deliveries one tenant's deliveries may hold "
+    "(at least one): a tenant whose endpoint hangs ties up no more, and the others' "
+    "firings still go out. 1 for a single-tenant deployment.",
+)
 @_etcd_options
 @click.option(
     "--lease-ttl",
@@ -452,6 +462,7 @@ def worker(
     kafka: str | None,
     allow_private_targets: str,
     max_concurrent_deliveries: int,
+    max_tenant_share: float,
     etcd: str | None,
     cluster_name: str,
     lease_ttl: int,
@@ -461,7 +472,10 @@ def worker(
         store=StoreSettings(kind="cassandra", cassandra=cassandra),
         ops=ops,
         targets=_target_policy(allow_private_targets, allow_loopback=False),
-        worker=WorkerSettings(max_concurrent_deliveries=max_concurrent_deliveries),
+        worker=WorkerSettings(
+            max_concurrent_deliveries=max_concurrent_deliveries,
+            max_tenant_share=max_tenant_share,
+        ),
         etcd=_etcd_settings(etcd, cluster_name, lease_ttl),
         kafka=kafka,
     )

@@ -3,6 +3,10 @@
 Each worker enforces its share of a tenant's limits: limit x (shards it owns / shard
 count). Since a tenant's firings spread evenly over shards, the shares add up to the
 tenant's limit across the cluster without any coordination between workers.
+
+Whatever its limits, no tenant holds more than `cap` of a worker's delivery slots
+(`--max-tenant-share` of them): a tenant whose endpoint hangs ties up its own share,
+and the other tenants' firings still find slots.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ class _TenantState:
 
 
 class TenantGates:
-    def __init__(self) -> None:
+    def __init__(self, cap: int | None = None) -> None:
         self._tenants: dict[str, _TenantState] = {}
+        self._cap = cap
 
     def admit(
         self,
@@ -55,10 +60,12 @@ class TenantGates:
         if limits.paused:
             return Admission(Verdict.HOLD)
         state = self._tenants.setdefault(tenant, _TenantState())
+        allowed = self._cap
         if limits.max_concurrency:
-            allowed = max(1, math.floor(limits.max_concurrency * share))
-            if state.in_flight >= allowed:
-                return Admission(Verdict.FULL)
+            own = max(1, math.floor(limits.max_concurrency * share))
+            allowed = own if allowed is None else min(allowed, own)
+        if allowed is not None and state.in_flight >= allowed:
+            return Admission(Verdict.FULL)
         if not reserved:
             rate = (
                 (limits.drain_rate_per_s or limits.rate_per_s) if draining else (limits.rate_per_s)

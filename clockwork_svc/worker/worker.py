@@ -11,6 +11,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +44,8 @@ class _NotNow(Exception):
 class WorkerSettings:
     scan: ScanSettings = field(default_factory=ScanSettings)
     max_concurrent_deliveries: int = 512
+    # The fraction of those one tenant may hold (a hung endpoint ties up no more).
+    max_tenant_share: float = 0.5
     # Wait this long for in-flight deliveries on shutdown before abandoning them
     # (an abandoned firing is not marked done, so the next owner delivers it).
     shutdown_grace_s: float = 10.0
@@ -89,7 +92,9 @@ class Worker:
         self._metrics = metrics
         self._queue: DueQueue[Pending] = DueQueue(clock.now_ms)
         self._tenants = tenants
-        self._gates = TenantGates()
+        self._gates = TenantGates(
+            max(1, math.floor(settings.max_concurrent_deliveries * settings.max_tenant_share))
+        )
         self._sequencer: OrderingSequencer[Pending] = OrderingSequencer(store)
         # Per tenant: firings waiting for a concurrency slot; firings held while paused.
         self._blocked: dict[str, collections.deque[Pending]] = {}

@@ -148,6 +148,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         "--kafka", "kafka:9",
         "--allow-private-targets", "10.0.0.0/8",
         "--max-concurrent-deliveries", "3",
+        "--max-tenant-share", "0.25",
         "--etcd", "etcd",
         "--cluster-name", "c",
         "--lease-ttl", "20",
@@ -167,7 +168,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
     )
     assert settings.kafka == "kafka:9"
     assert settings.targets == AddressPolicy(allowed_networks=parse_networks("10.0.0.0/8"))
-    assert settings.worker == WorkerSettings(max_concurrent_deliveries=3)
+    assert settings.worker == WorkerSettings(max_concurrent_deliveries=3, max_tenant_share=0.25)
     assert without_worker_id(settings.etcd) == EtcdSettings(
         endpoint="etcd", cluster="c", lease_ttl_s=20, safety_margin_s=5.0, worker_id=""
     )

@@ -40,3 +40,23 @@ def test_paused_tenants_are_held_and_drain_at_the_drain_rate() -> None:
     assert gates.admit("t", draining, 1.0, 0.0, draining=True).verdict is Verdict.GO
     wait = gates.admit("t", draining, 1.0, 0.0, draining=True)
     assert wait.verdict is Verdict.WAIT and wait.delay_s == pytest.approx(0.5)
+
+
+def test_no_tenant_holds_more_than_the_workers_cap() -> None:
+    gates = TenantGates(cap=2)
+    go = [gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict for _ in range(3)]
+    assert go == [Verdict.GO, Verdict.GO, Verdict.FULL]
+    assert gates.admit("other", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
+    gates.finished("hog")
+    assert gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
+
+
+def test_the_lower_of_the_cap_and_the_tenants_own_limit_applies() -> None:
+    gates = TenantGates(cap=3)
+    generous = TenantLimits(max_concurrency=100)
+    assert [gates.admit("a", generous, 1.0, 0.0).verdict for _ in range(4)][-1] is Verdict.FULL
+    strict = TenantLimits(max_concurrency=1)
+    assert [gates.admit("b", strict, 1.0, 0.0).verdict for _ in range(2)] == [
+        Verdict.GO,
+        Verdict.FULL,
+    ]
