@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import dataclasses
 import os
+import random
 import re
 import time
 import uuid
@@ -358,6 +360,55 @@ def test_garbage_bytes_get_clean_answers(
     )
     reply = target.node.call(path_of(method), body, caller.metadata)
     check_reply(method, caller, len(body), reply)
+
+
+def test_junk_at_volume_beside_valid_traffic(target: FuzzTarget) -> None:
+    """2,000 junk calls (random bytes to every method, as a tenant, an admin or with a
+    bad token) from 24 threads at once, beside 200 valid creates and reads: the junk
+    gets clean answers, and every valid call its answer, with its data intact."""
+    rng = random.Random(7)
+    callers = [
+        Caller("tenant", (_bearer(TENANT_TOKEN),)),
+        Caller("admin", (_bearer(ADMIN), ("clockwork-tenant", TENANT))),
+        Caller("bare-admin", (_bearer(ADMIN),)),
+        Caller("bad", (_bearer("not-a-token-0123456789"),)),
+    ]
+    junk = [
+        (rng.choice(METHODS), rng.choice(callers), rng.randbytes(rng.randrange(0, 300)))
+        for _ in range(2000)
+    ]
+    scheduler = "/clockwork.api.v1.SchedulerService/"
+    tenant = (_bearer(TENANT_TOKEN),)
+    prefix = f"vol-{uuid.uuid4().hex[:6]}"
+
+    def junk_call(item: tuple[MethodDescriptor, Caller, bytes]) -> None:
+        method, caller, body = item
+        check_reply(
+            method, caller, len(body), target.node.call(path_of(method), body, caller.metadata)
+        )
+
+    def valid_call(n: int) -> tuple[pb.ScheduleSpec, pb.ScheduleSpec]:
+        request = pb.CreateScheduleRequest(key=f"{prefix}-{n}", spec=baseline_spec(n))
+        created = target.node.call(
+            scheduler + "CreateSchedule", request.SerializeToString(), tenant
+        )
+        assert created.code is grpc.StatusCode.OK, created
+        got = target.node.call(
+            scheduler + "GetSchedule",
+            pb.GetScheduleRequest(key=request.key).SerializeToString(),
+            tenant,
+        )
+        assert got.code is grpc.StatusCode.OK, got
+        return request.spec, pb.Schedule.FromString(got.body).spec
+
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        valid = [pool.submit(valid_call, n) for n in range(200)]
+        for done in pool.map(junk_call, junk):
+            assert done is None
+        specs = [future.result() for future in valid]
+    for sent, stored in specs:  # stored with the defaults filled in
+        assert stored.http.url == sent.http.url
+        assert (stored.once, stored.cron) == (sent.once, sent.cron)
 
 
 def test_server_is_healthy_and_data_intact_after_fuzzing(target: FuzzTarget) -> None:
