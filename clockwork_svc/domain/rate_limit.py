@@ -27,6 +27,19 @@ class TokenBucket:
         self.tokens -= 1.0
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate_per_s
 
+    def try_take(self, now_s: float) -> bool:
+        """Take one token if one is there now (nothing is borrowed otherwise)."""
+        if self.rate_per_s <= 0:
+            return True
+        if self.tokens is None:
+            self.tokens, self.updated_s = self.burst, now_s
+        self.tokens = min(self.burst, self.tokens + (now_s - self.updated_s) * self.rate_per_s)
+        self.updated_s = now_s
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
     def retune(self, rate_per_s: float, burst: float) -> None:
         """Change the rate (a new share, or new limits) keeping the tokens earned so far."""
         self.rate_per_s = rate_per_s

@@ -134,6 +134,21 @@ def _deployment(text: str) -> tuple[str, str]:
     show_default=True,
     help="Lease (in the worker Deployment's namespace) electing the one autoscaling operator.",
 )
+@click.option(
+    "--max-concurrent-reconciles",
+    type=click.IntRange(1, 10_000),
+    default=_CONFIG.max_concurrent_reconciles,
+    show_default=True,
+    help="Resources reconciled at once (Kopf workers).",
+)
+@click.option(
+    "--api-rate",
+    type=click.FloatRange(0.1),
+    default=_CONFIG.api_rate_per_s,
+    show_default=True,
+    help="Reconciles a second against the Clockwork API (each one to three calls); "
+    "status refreshes take what applies and deletes leave.",
+)
 @click.option("--log-level", default=_KOPF.log_level, show_default=True)
 def main(
     *,
@@ -156,6 +171,8 @@ def main(
     scale_down_cooldown: float,
     scale_interval: float,
     lease_name: str,
+    max_concurrent_reconciles: int,
+    api_rate: float,
     log_level: str,
 ) -> None:
     """Reconcile ClockworkSchedule resources and autoscale the Clockwork workers."""
@@ -192,6 +209,8 @@ def main(
         default_tenant=default_tenant,
         status_interval_s=status_interval,
         identity=f"{socket.gethostname()}-{os.getpid()}",
+        max_concurrent_reconciles=max_concurrent_reconciles,
+        api_rate_per_s=api_rate,
     )
     handlers.run(
         config,

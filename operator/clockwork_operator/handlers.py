@@ -18,8 +18,9 @@ from clockwork_operator.config import OperatorConfig
 from clockwork_operator.credentials import Clients
 from clockwork_operator.kube import Kube
 from clockwork_operator.leader import LeaderElection
-from clockwork_operator.reconciler import Invalid, Reconciler, ResourceId, Retry
+from clockwork_operator.reconciler import Busy, Invalid, Reconciler, ResourceId, Retry
 from clockwork_operator.scaler import Autoscaler
+from clockwork_operator.throttle import ApiThrottle
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,12 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
         settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.INFO
         settings.watching.server_timeout = 300
+        # Resources are handled this many at a time, however many change at once.
+        settings.batching.worker_limit = config.max_concurrent_reconciles
         rt.kube = await Kube.connect()
         rt.clients = Clients(config, rt.kube)
-        rt.reconciler = Reconciler(rt.clients)
+        throttle = ApiThrottle(config.api_rate_per_s, config.max_concurrent_reconciles)
+        rt.reconciler = Reconciler(rt.clients, throttle)
         scaling = config.autoscale
         if scaling.enabled:
             leader = LeaderElection(
@@ -157,6 +161,8 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
         rid = ResourceId(namespace or "", name or "", uid or "")
         try:
             seen = await rt.ready().refresh(rid, dict(spec))
+        except Busy:
+            return  # the API budget went to applies and deletes; next tick
         except (Retry, Invalid) as exc:
             log.info("%s/%s: status not refreshed: %s", namespace, name, exc)
             return

@@ -10,6 +10,7 @@ from typing import Any
 
 from clockwork_operator.credentials import Clients, Credential, CredentialError
 from clockwork_operator.resource import Desired, Observed, SpecError, desired, schedule_key
+from clockwork_operator.throttle import ApiThrottle
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.model import Schedule, ScheduleState
@@ -30,6 +31,10 @@ from clockwork_svc.errors import (
 
 class Invalid(Exception):
     """The resource cannot be applied as it is: retrying will not help until it changes."""
+
+
+class Busy(Exception):
+    """A best-effort call (a status refresh) skipped: the API budget is in use."""
 
 
 class Retry(Exception):
@@ -58,8 +63,9 @@ class ResourceId:
 
 
 class Reconciler:
-    def __init__(self, clients: Clients) -> None:
+    def __init__(self, clients: Clients, throttle: ApiThrottle) -> None:
         self._clients = clients
+        self._throttle = throttle
 
     async def apply(self, rid: ResourceId, spec: dict[str, Any]) -> Observed:
         """Make the schedule match the spec; returns what the API then reports."""
@@ -69,21 +75,26 @@ class Reconciler:
             raise Invalid(str(exc)) from exc
         client = await self._client(rid.namespace, want)
         try:
-            schedule = await self._upsert(client, rid.key, want)
-            schedule = await self._suspend(client, schedule, want.suspend)
+            async with self._throttle.turn():
+                schedule = await self._upsert(client, rid.key, want)
+                schedule = await self._suspend(client, schedule, want.suspend)
         except ClockworkError as exc:
             raise _mapped(exc) from exc
         return observed(schedule)
 
     async def refresh(self, rid: ResourceId, spec: dict[str, Any]) -> Observed | None:
-        """The schedule as it is now; None if it does not exist (yet)."""
+        """The schedule as it is now; None if it does not exist (yet). Raises Busy
+        instead of waiting when the API budget is in use."""
         try:
             want = desired(spec)
         except SpecError:
             return None
         client = await self._client(rid.namespace, want)
         try:
-            return observed(await client.get(rid.key))
+            async with self._throttle.turn_if_free() as free:
+                if not free:
+                    raise Busy(rid.key)
+                return observed(await client.get(rid.key))
         except NotFound:
             return None
         except ClockworkError as exc:
@@ -99,7 +110,8 @@ class Reconciler:
                 return  # never applied: nothing to cancel
             client = self._clients.admin(tenant)
         try:
-            await client.cancel(rid.key)
+            async with self._throttle.turn():
+                await client.cancel(rid.key)
         except (NotFound, FailedPrecondition):
             return  # never created, or finished/cancelled already
         except ClockworkError as exc:

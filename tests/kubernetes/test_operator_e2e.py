@@ -37,6 +37,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420), pytest.mark.asyncio(lo
 ADMIN = "e2e-admin-token-" + uuid.uuid4().hex[:8]
 MIN_WORKERS, MAX_WORKERS = 1, 3
 TARGET_PER_WORKER = 15.0
+API_RATE = 40  # the operator's reconciles a second against Clockwork
+# Resources applied at once by the flood test (CLOCKWORK_FLOOD_N=10000 for the full size).
+FLOOD_N = int(os.environ.get("CLOCKWORK_FLOOD_N", "300"))
 
 
 @dataclass
@@ -129,6 +132,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory, kube: KubeTools) -> As
                 "--peering", peering,
                 "--liveness", "",
                 "--status-interval", "2",
+                "--api-rate", str(API_RATE),
                 "--worker-deployment", f"{namespace}/{stack.workers}",
                 "--lease-name", f"{release}-clockwork-operator-autoscaler",
                 "--min-workers", str(MIN_WORKERS),
@@ -344,3 +348,68 @@ async def test_workers_scale_with_load_and_back(stack: Stack) -> None:
 
     took = await eventually(scaled_down, 60, f"scale back down to {MIN_WORKERS}")
     print(f"scaled back down in {took:.1f}s after the last firing")
+
+
+async def test_a_flood_of_resources_is_reconciled_at_a_bounded_rate(stack: Stack) -> None:
+    """FLOOD_N resources in one `kubectl apply`: the operator creates their schedules at
+    no more than its --api-rate (checked on the schedules' creation times), every one
+    reaches Ready, and deleting them all cancels every schedule."""
+    flood = f"flood-{uuid.uuid4().hex[:6]}"
+    code, _, err = await stack.kubectl("create", "namespace", flood)
+    assert code == 0, err
+    async with stack.admin() as admin:
+        await admin.create_tenant(flood)
+    items = [
+        json.loads(
+            manifest(
+                f"f{i}",
+                flood,
+                {"schedule": {"every": "1h"}, "target": {"http": {"url": f"{stack.sink.url}/f"}}},
+            )
+        )
+        for i in range(FLOOD_N)
+    ]
+    started = time.monotonic()
+    code, _, err = await stack.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    assert code == 0, err
+    applied_s = time.monotonic() - started
+
+    async def all_ready() -> bool:
+        listed = await stack.kube.kubectl_json("-n", flood, "get", "cws")
+        ready = [
+            c
+            for obj in listed["items"]
+            for c in obj.get("status", {}).get("conditions", [])
+            if c["type"] == "Ready" and c["status"] == "True"
+        ]
+        return len(ready) == FLOOD_N
+
+    await eventually(all_ready, 60 + FLOOD_N / API_RATE * 3, "every resource Ready", 2.0)
+    converged_s = time.monotonic() - started
+    async with stack.admin(flood) as admin:
+        created = sorted([s.created_ms async for s in admin.list_all()])
+    assert len(created) == FLOOD_N
+    # In any one second: at most the burst (one second's worth) plus a second's rate.
+    busiest, end = 0, 0
+    for i, start in enumerate(created):
+        while end < len(created) and created[end] < start + 1000:
+            end += 1
+        busiest = max(busiest, end - i)
+    print(
+        f"{FLOOD_N} resources: kubectl apply {applied_s:.1f}s, all Ready {converged_s:.1f}s,"
+        f" busiest second {busiest} creates (--api-rate {API_RATE})"
+    )
+    assert busiest <= 2 * API_RATE + 5, busiest
+
+    started = time.monotonic()
+    code, _, err = await stack.kubectl(
+        "-n", flood, "delete", "cws", "--all", f"--timeout={60 + FLOOD_N // API_RATE * 3}s"
+    )
+    assert code == 0, err
+    print(f"deleted in {time.monotonic() - started:.1f}s")
+    async with stack.admin(flood) as admin:
+        states = {s.state async for s in admin.list_all()}
+    assert states == {ScheduleState.CANCELLED}
+    await stack.kubectl("delete", "namespace", flood, "--wait=false")

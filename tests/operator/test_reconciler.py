@@ -11,8 +11,9 @@ import grpc
 import pytest
 
 from clockwork_operator.credentials import Credential
-from clockwork_operator.reconciler import Invalid, Reconciler, ResourceId, Retry
+from clockwork_operator.reconciler import Busy, Invalid, Reconciler, ResourceId, Retry
 from clockwork_operator.resource import SecretRef, desired
+from clockwork_operator.throttle import ApiThrottle
 from clockwork_svc.api.status import error_of
 from clockwork_svc.domain.model import Created, Schedule, ScheduleState
 from clockwork_svc.domain.spec import ScheduleSpec
@@ -102,7 +103,7 @@ def client() -> FakeClient:
 
 @pytest.fixture
 def reconciler(client: FakeClient) -> Reconciler:
-    return Reconciler(FakeClients(client))  # type: ignore[arg-type]
+    return Reconciler(FakeClients(client), ApiThrottle(1000, 4))  # type: ignore[arg-type]
 
 
 async def test_apply_creates_then_updates_and_suspends(
@@ -181,3 +182,13 @@ async def test_cancel_of_a_missing_or_finished_schedule_is_done(
     client.fail["cancel"] = error_of(Code.UNAVAILABLE, "down")
     with pytest.raises(Retry):
         await reconciler.cancel(RID, SPEC, "shop")
+
+
+async def test_a_refresh_is_skipped_while_the_api_budget_is_in_use(client: FakeClient) -> None:
+    reconciler = Reconciler(FakeClients(client), ApiThrottle(1000, 1))  # type: ignore[arg-type]
+    await reconciler.apply(RID, SPEC)
+    throttle = reconciler._throttle
+    async with throttle.turn():  # the one slot is taken (an apply in progress)
+        with pytest.raises(Busy):
+            await reconciler.refresh(RID, SPEC)
+    assert await reconciler.refresh(RID, SPEC) is not None
