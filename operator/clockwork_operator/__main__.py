@@ -139,7 +139,7 @@ def _deployment(text: str) -> tuple[str, str]:
     type=click.IntRange(1, 10_000),
     default=_CONFIG.max_concurrent_reconciles,
     show_default=True,
-    help="Resources reconciled at once (Kopf workers).",
+    help="Reconciles against the Clockwork API at once.",
 )
 @click.option(
     "--api-rate",

@@ -55,7 +55,7 @@ class OperatorConfig:
     default_tenant: str = ""
     status_interval_s: float = 30.0
     identity: str = "clockwork-operator"
-    # Resources reconciled at once, and reconciles a second against the Clockwork API
-    # (each one to three calls): a flood of resources arrives as a steady stream.
+    # Reconciles against the Clockwork API at once and a second (each one to three
+    # calls): a flood of resources arrives as a steady stream.
     max_concurrent_reconciles: int = 16
     api_rate_per_s: float = 100.0

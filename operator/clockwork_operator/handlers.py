@@ -58,8 +58,11 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
         settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.INFO
         settings.watching.server_timeout = 300
-        # Resources are handled this many at a time, however many change at once.
-        settings.batching.worker_limit = config.max_concurrent_reconciles
+        # A deleted resource keeps its finalizer until its status timer has stopped;
+        # one not stopped at once (a busy loop) is checked again this soon, not 60 s.
+        settings.background.cancellation_polling = 1
+        # Kopf's own workers stay unbounded (a bounded pool holds each slot for the
+        # worker's idle time, seconds per resource); the throttle paces the work.
         rt.kube = await Kube.connect()
         rt.clients = Clients(config, rt.kube)
         throttle = ApiThrottle(config.api_rate_per_s, config.max_concurrent_reconciles)
