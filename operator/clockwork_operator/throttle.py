@@ -29,11 +29,13 @@ class ApiThrottle:
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
-        """Wait for a token (each caller its own, in order) and a free slot."""
-        delay_s = self._bucket.reserve(self._monotonic())
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
+        """Wait for a free slot, then for a token (each caller its own, in order). The
+        token is taken last, just before the call: calls held up behind slow ones do
+        not all go out together once those finish."""
         async with self._slots:
+            delay_s = self._bucket.reserve(self._monotonic())
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
             yield
 
     @contextlib.asynccontextmanager

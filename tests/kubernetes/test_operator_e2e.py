@@ -410,7 +410,8 @@ async def test_a_flood_of_resources_is_reconciled_at_a_bounded_rate(stack: Stack
     async with stack.admin(flood) as admin:
         created = sorted([s.created_ms async for s in admin.list_all()])
     assert len(created) == FLOOD_N
-    # In any one second: at most the burst (one second's worth) plus a second's rate.
+    # In any one second: at most the burst (one second's worth) plus a second's rate,
+    # and the calls in flight (16) that a slow api may answer together.
     busiest, end = 0, 0
     for i, start in enumerate(created):
         while end < len(created) and created[end] < start + 1000:
@@ -420,7 +421,7 @@ async def test_a_flood_of_resources_is_reconciled_at_a_bounded_rate(stack: Stack
         f"{FLOOD_N} resources: kubectl apply {applied_s:.1f}s, all Ready {converged_s:.1f}s,"
         f" busiest second {busiest} creates (--api-rate {API_RATE})"
     )
-    assert busiest <= 2 * API_RATE + 5, busiest
+    assert busiest <= 2 * API_RATE + 16, busiest
 
     started = time.monotonic()
     code, _, err = await stack.kubectl("-n", flood, "delete", "cws", "--all", "--wait=false")
