@@ -221,6 +221,9 @@ class Worker:
     async def _dispatch(self, item: Pending) -> None:
         if not item.scanner.active:
             # The shard was dropped: its next scanner (here or elsewhere) reads it again.
+            # If it was a parked firing released by a finished delivery, that turn
+            # passes to the next one (one too many is parked again, harmlessly).
+            self._release_blocked(item.firing.tenant)
             return
         if not self._may_dispatch():
             # Ownership in doubt (the lease deadline is near): hold the firing back, do
@@ -292,11 +295,20 @@ class Worker:
 
     def _unblock(self, tenant: str) -> None:
         self._gates.finished(tenant)
+        self._release_blocked(tenant)
+
+    def _release_blocked(self, tenant: str) -> None:
+        """Put the tenant's next parked firing back in the queue. One of a dropped shard
+        is discarded on the way: released, it would take the turn a delivery freed
+        and start nothing, and the rest could wait for a delivery that never ends."""
         waiting = self._blocked.get(tenant)
-        if waiting:
-            self._push(self._clock.now_ms(), waiting.popleft())
-            if not waiting:
-                del self._blocked[tenant]
+        while waiting:
+            item = waiting.popleft()
+            if item.scanner.active:
+                self._push(self._clock.now_ms(), item)
+                break
+        if waiting is not None and not waiting:
+            del self._blocked[tenant]
 
     def _track(self, shard: int, task: asyncio.Task[None]) -> None:
         self._deliveries.add(task)
