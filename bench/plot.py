@@ -1,8 +1,8 @@
-"""The fire benchmark's plot: firing lag and throughput over time, one PNG."""
+"""Plots as PNGs: the fire benchmark's lag and throughput over time, the soak's memory."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: write files only
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
 
 def lag_and_throughput(runs: Mapping[str, Mapping[str, list[float]]], path: Path) -> Path:
@@ -30,6 +31,39 @@ def lag_and_throughput(runs: Mapping[str, Mapping[str, list[float]]], path: Path
     rate_ax.legend(fontsize="small")
     rate_ax.grid(True, alpha=0.3)
     fig.suptitle("Clockwork fire benchmark")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def memory_over_time(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    windows: Sequence[tuple[str, float, float]],
+    path: Path,
+    title: str,
+) -> Path:
+    """RSS per process over a run, with each fault window (kind, from s, to s) shaded
+    in its kind's colour; writes a PNG."""
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    for name, points in sorted(series.items()):
+        ax.plot([t / 60 for t, _ in points], [mb for _, mb in points], label=name, linewidth=1)
+    kinds = sorted({kind for kind, _, _ in windows})
+    colours = {kind: plt.get_cmap("Pastel1")(i % 9) for i, kind in enumerate(kinds)}
+    for kind, start, end in windows:
+        ax.axvspan(start / 60, end / 60, color=colours[kind], alpha=0.6, linewidth=0)
+    handles, labels = ax.get_legend_handles_labels()
+    process_legend = ax.legend(handles, labels, fontsize="small", loc="upper left", ncol=2)
+    ax.add_artist(process_legend)
+    patches = [Patch(color=colours[kind], alpha=0.6, label=kind) for kind in kinds]
+    if patches:
+        ax.legend(handles=patches, fontsize="small", loc="upper right", title="faults")
+    ax.set_xlabel("minutes since start")
+    ax.set_ylabel("RSS (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

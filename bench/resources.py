@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -88,3 +89,58 @@ class ResourceMonitor:
                 cpu = float("nan")
             usage[name] = Usage(round(cpu, 2), round(self._peak[name] / 2**20, 1))
         return usage
+
+
+class RssTimeline:
+    """RSS over a long run: every `interval_s`, the RSS of each process `pids()` names
+    at that moment (a name may move to a new pid, e.g. a restarted server)."""
+
+    def __init__(self, pids: Callable[[], Mapping[str, int]], interval_s: float = 5.0) -> None:
+        self._pids = pids
+        self._interval_s = interval_s
+        self._procs: dict[int, psutil.Process] = {}
+        self._t0 = time.monotonic()
+        self.series: dict[str, list[tuple[float, float]]] = {}
+        """Name -> [(seconds since start, RSS MiB), ...]."""
+        self._task: asyncio.Task[None] | None = None
+
+    def sample(self) -> None:
+        t = round(time.monotonic() - self._t0, 1)
+        for name, pid in self._pids().items():
+            try:
+                proc = self._procs.get(pid) or self._procs.setdefault(pid, psutil.Process(pid))
+                rss = proc.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+            self.series.setdefault(name, []).append((t, round(rss / 2**20, 1)))
+
+    async def _run(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(self._interval_s)
+
+    def start(self) -> RssTimeline:
+        self._t0 = time.monotonic()
+        self._task = asyncio.create_task(self._run(), name="rss-timeline")
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.sample()
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per name: RSS (MiB) at the first sample past a tenth of the process's own
+        samples (after warm-up), the peak, and the last sample."""
+        out: dict[str, dict[str, float]] = {}
+        for name, points in self.series.items():
+            values = [mb for _, mb in points]
+            out[name] = {
+                "warm_mb": values[len(values) // 10],
+                "peak_mb": max(values),
+                "last_mb": values[-1],
+                "samples": len(values),
+            }
+        return out

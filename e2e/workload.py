@@ -235,10 +235,15 @@ class Workload:
             sent = now_ms()
             creating = BatchCreate(client, [(p.key, p.spec) for p in part], timeout_s)
             async for key, schedule_id, acked in creating.acknowledgements():
-                self.created[key] = Acked(sent, acked)
-                self.schedule_ids[key] = schedule_id
+                self.acknowledge(key, schedule_id, sent, acked)
             retried += creating.retried
         return retried
+
+    def acknowledge(self, key: str, schedule_id: str, sent_ms: int, acked_ms: int) -> None:
+        """Record a create of a planned schedule the server acknowledged (made here or
+        by the caller's own calls)."""
+        self.created[key] = Acked(sent_ms, acked_ms)
+        self.schedule_ids[key] = schedule_id
 
     async def cancel(self, client: ClockworkClient, keys: Sequence[str]) -> None:
         for key in keys:

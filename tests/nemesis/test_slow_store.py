@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +30,7 @@ from e2e.checker import Window
 from e2e.cluster import now_ms, settle
 from e2e.infra import Running
 from e2e.infra import cassandra as cassandra_server
+from e2e.overload import throttle
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
 from tests.conftest import require_server
@@ -53,20 +51,6 @@ def own_cassandra(tmp_path: Path) -> Iterator[Running]:
         yield node
     finally:
         node.destroy()
-
-
-async def throttle(pid: int, seconds: float, run_s: float = 0.02, stop_s: float = 0.18) -> None:
-    """Let `pid` run `run_s` of every `run_s + stop_s` for `seconds`."""
-    end = time.monotonic() + seconds
-    try:
-        while time.monotonic() < end:
-            os.kill(pid, signal.SIGSTOP)
-            await asyncio.sleep(stop_s)
-            os.kill(pid, signal.SIGCONT)
-            await asyncio.sleep(run_s)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
 
 
 async def test_a_slow_cassandra_slows_the_api_and_workers_and_loses_nothing(

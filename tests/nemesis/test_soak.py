@@ -1,6 +1,9 @@
-"""The soak's short mode, as CI runs it: `python -m e2e.soak` for a minute at a steady
-rate with a worker kill, a worker pause and an etcd restart; its report must show
-nothing lost and nothing unexpected (it exits 1 otherwise)."""
+"""The soak's short mode, as CI runs it: `python -m e2e.soak` for a minute and a half at
+a steady rate with each of its nemeses once (a worker kill, a burst of creates ten
+times the api's in-flight limit, a worker pause, Cassandra at a tenth of its speed, an
+etcd restart); its report must show nothing lost, nothing unexpected, every burst call
+answered OK or refused with a hint and no refused create made (it exits 1
+otherwise), and the memory of each process sampled."""
 
 from __future__ import annotations
 
@@ -26,13 +29,19 @@ async def test_soak_short_mode(tmp_path: Path) -> None:
         "-m",
         "e2e.soak",
         "--minutes",
-        "1",
+        "1.5",
         "--rate",
         "8",
         "--seed",
         "3",
         "--nemesis-every",
         "8",
+        "--api-max-in-flight",
+        "16",
+        "--slow-store-s",
+        "6",
+        "--memory-every",
+        "2",
         "--run-dir",
         str(tmp_path / "run"),
         "--json-out",
@@ -41,10 +50,22 @@ async def test_soak_short_mode(tmp_path: Path) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    stdout, _ = await asyncio.wait_for(proc.communicate(), 240)
+    stdout, _ = await asyncio.wait_for(proc.communicate(), 300)
     print(stdout.decode())
     assert proc.returncode == 0, stdout.decode()[-5000:]
     report = json.loads(out.read_text())
     assert report["lost"] == 0 and report["unexpected"] == 0
     assert report["expected"] > 300 and report["delivered"] > 0
-    assert {w["name"].split(" ")[0] for w in report["windows"]} >= {"kill", "SIGSTOP"}
+    assert {w["name"].split(" ")[0] for w in report["windows"]} >= {
+        "kill",
+        "SIGSTOP",
+        "burst",
+        "Cassandra",
+    }
+    assert report["overload_faults"] == 0
+    (burst,) = report["bursts"]
+    assert burst["calls"] == 160 and burst["ok"] > 0 and burst["refused"] > 0, burst
+    assert burst["unclean"] == 0 and burst["hint_max_ms"] is not None, burst
+    for name in ("api", "worker1", "cassandra", "etcd"):  # worker0 is the first killed
+        memory = report["memory_mb"][name]
+        assert memory["samples"] >= 10 and 0 < memory["peak_mb"] < 4096, (name, memory)
