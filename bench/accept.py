@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import uvloop
 
 from bench import raw_cassandra
-from bench.cluster import TENANT, BenchCluster
+from bench.cluster import TENANT, BenchCluster, api_cluster
 from bench.common import latency_summary, machine, now_ms, print_table, ratio, write_json
 from bench.resources import ResourceMonitor, Usage, listening
 from clockwork_svc.api.v1 import convert
@@ -136,18 +135,14 @@ def cpu_columns(usage: dict[str, Usage]) -> dict[str, float]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-accept-"))
-    cluster = BenchCluster(run_dir, shards=args.shards)
     report: dict[str, Any] = {
         "benchmark": "accept",
         "machine": machine(),
         "n": args.n,
         "shards": args.shards,
-        "logs": str(run_dir),
     }
-    await cluster.migrate()
-    await cluster.start_api()
-    try:
+    async with api_cluster("accept", args.shards) as cluster:
+        report["logs"] = str(cluster.run_dir)
         spec = far_spec()
         pb_spec = convert.spec_to_pb(spec)
         modes: list[dict[str, Any]] = []
@@ -165,8 +160,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             row |= cpu_columns(await monitor.stop())
             modes.append(row)
         raw = await raw_limit(cluster, args.n, args.raw_concurrency)
-    finally:
-        await cluster.stop()
     report["modes"] = modes
     report["raw"] = raw
     report["best_api_per_s"] = best_api = max(m["per_s"] for m in modes)

@@ -5,8 +5,11 @@ directory) with the benchmarks' settings."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from clockwork_svc.client import ClockworkClient
@@ -55,3 +58,19 @@ class BenchCluster(Cluster):
 
     def client(self, timeout_s: float = 120.0) -> ClockworkClient:
         return super().client(timeout_s)
+
+
+@contextlib.asynccontextmanager
+async def api_cluster(
+    name: str, shards: int, env: Mapping[str, str] | None = None
+) -> AsyncIterator[BenchCluster]:
+    """A fresh keyspace and one running api (no workers), logging to a new
+    `bench-<name>-` directory; `env` adds settings. Stopped (keyspace dropped) on exit."""
+    cluster = BenchCluster(Path(tempfile.mkdtemp(prefix=f"bench-{name}-")), shards=shards)
+    cluster.env.update(env or {})
+    await cluster.migrate()
+    await cluster.start_api()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import collections
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ import uvloop
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.accept import far_spec
-from bench.cluster import TENANT, BenchCluster
+from bench.cluster import TENANT, BenchCluster, api_cluster
 from bench.common import latency_summary, machine, pct, print_table, write_json
 from bench.resources import ResourceMonitor
 from clockwork_svc.api.v1 import convert
@@ -189,21 +188,17 @@ async def retried_burst(cluster: BenchCluster, spec: pb.ScheduleSpec, n: int) ->
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-overload-"))
-    cluster = BenchCluster(run_dir, shards=args.shards)
-    cluster.env["CLOCKWORK_MAX_IN_FLIGHT"] = str(args.max_in_flight)
     report: dict[str, Any] = {
         "benchmark": "overload",
         "machine": machine(),
         "max_in_flight": args.max_in_flight,
         "connections": args.connections,
-        "logs": str(run_dir),
     }
-    await cluster.migrate()
-    await cluster.start_api()
     spec = convert.spec_to_pb(far_spec())
     phases: list[dict[str, Any]] = []
-    try:
+    limit = {"CLOCKWORK_MAX_IN_FLIGHT": str(args.max_in_flight)}
+    async with api_cluster("overload", args.shards, limit) as cluster:
+        report["logs"] = str(cluster.run_dir)
         row = await capacity(cluster, spec, args.capacity_n, max(1, args.max_in_flight // 2))
         phases.append(row)
         print_table("overload", [row])
@@ -213,8 +208,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             print_table("overload", [row])
         row = await retried_burst(cluster, spec, args.retried_factor * args.max_in_flight)
         phases.append(row)
-    finally:
-        await cluster.stop()
     report["phases"] = phases
     report["unclean"] = sum(p.get("unclean", 0) for p in phases)
     retried = phases[-1]

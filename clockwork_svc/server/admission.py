@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from clockwork_svc.server.auth import OPEN_SERVICE_PREFIXES
+from clockwork_svc.server.interception import Continuation, Handler, unary_behaviour, wrap_unary
 
 PUSHBACK_METADATA = "grpc-retry-pushback-ms"
 MIN_HINT_MS = 20
@@ -103,12 +104,8 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         )
 
     async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         method = handler_call_details.method
         if method.startswith(OPEN_SERVICE_PREFIXES):
             return await continuation(handler_call_details)
@@ -117,9 +114,9 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
             # The cheap path: the inner interceptors never see the call.
             return self._refusal
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        inner = unary_behaviour(handler)
+        if handler is None or inner is None:
             return handler
-        inner = handler.unary_unary
         refuse = self._refuse
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -128,15 +125,11 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
                 await refuse(request, context)
                 raise AssertionError("unreachable: refuse raises")
             try:
-                return await inner(request, context)  # type: ignore[arg-type]
+                return await inner(request, context)
             finally:
                 admission.leave(started)
 
-        return grpc.unary_unary_rpc_method_handler(
-            admitted,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return wrap_unary(handler, admitted)
 
     async def _refuse(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._on_refused()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ import grpc
 
 from clockwork_svc.domain.spec import TENANT_PATTERN
 from clockwork_svc.domain.tenant import hash_token
+from clockwork_svc.server.interception import Continuation, Handler, unary_behaviour, wrap_unary
 
 TENANT_METADATA = "clockwork-tenant"
 DEFAULT_TENANT = "default"
@@ -105,19 +106,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return Principal(tenant, admin=False), ""
 
     async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method.startswith(OPEN_SERVICE_PREFIXES):
+        inner = unary_behaviour(handler)
+        if handler is None or inner is None:
             return handler
-        if handler.unary_unary is None:
+        if handler_call_details.method.startswith(OPEN_SERVICE_PREFIXES):
             return handler
-        inner = handler.unary_unary
         resolve = self._resolve
 
         async def authenticated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -127,10 +123,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
                 raise AssertionError("unreachable: abort raises")
             current_principal.set(principal)
-            return await inner(request, context)  # type: ignore[arg-type]
+            return await inner(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            authenticated,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return wrap_unary(handler, authenticated)

@@ -11,25 +11,22 @@ its body is looked at.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
+from clockwork_svc.server.interception import Continuation, Handler, unary_behaviour, wrap_unary
+
 
 class RequestDecoding(grpc.aio.ServerInterceptor):
     async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+        inner = unary_behaviour(handler)
+        if handler is None or inner is None or handler.request_deserializer is None:
             return handler
-        inner = handler.unary_unary
         parse = handler.request_deserializer
 
         async def decoded(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -40,8 +37,6 @@ class RequestDecoding(grpc.aio.ServerInterceptor):
                     grpc.StatusCode.INVALID_ARGUMENT, f"request: cannot be decoded: {exc}"
                 )
                 raise AssertionError("unreachable: abort raises") from exc
-            return await inner(request, context)  # type: ignore[arg-type]
+            return await inner(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            decoded, request_deserializer=None, response_serializer=handler.response_serializer
-        )
+        return wrap_unary(handler, decoded, decode=False)
