@@ -27,6 +27,7 @@ expected id must arrive.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections import Counter
@@ -240,14 +241,16 @@ def judge(
         for f in required
         if f.delivery_id not in delivered and f.delivery_id in outcomes.dead_lettered
     }
+    delivered_or_dead = delivered | dead
     expired = {
         f.delivery_id
         for f in required
-        if f.delivery_id not in delivered | dead and f.delivery_id in outcomes.expired
+        if f.delivery_id not in delivered_or_dead and f.delivery_id in outcomes.expired
     }
-    accounted = delivered | dead | expired
+    accounted = delivered_or_dead | expired
     skip = {f.delivery_id for f in required if f.delivery_id not in accounted} & skipped
-    lost = sorted(f.delivery_id for f in required if f.delivery_id not in accounted | skip)
+    accounted |= skip
+    lost = sorted(f.delivery_id for f in required if f.delivery_id not in accounted)
     unexpected = sorted(d for d in first_seen if d in expectations.forbidden or d not in firings)
     lag = {d: first_seen[d] - f.due_ms for d, f in firings.items() if d in first_seen}
     lost_set = set(lost)
@@ -304,10 +307,10 @@ def _skipped_by_misfire(
                 continue  # never dispatched: it wrote no next occurrence
             # The occurrence the dispatch of `d` armed: the latest at or before it, if
             # the next one was already past; everything strictly between is skipped.
-            later = [j for j in range(i + 1, len(ids)) if times[j] <= dispatched]
-            if not later:
+            last = bisect.bisect_right(times, dispatched) - 1  # times ascend
+            if last <= i:
                 continue
-            skipped.update(ids[i + 1 : later[-1]])
+            skipped.update(ids[i + 1 : last])
     return skipped - set(ok_counts)
 
 
