@@ -43,10 +43,14 @@ async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
         yield running
 
 
-async def consume(topic: str, count: int, timeout_s: float) -> list[object]:
+async def consume(
+    topic: str, count: int, timeout_s: float, bootstrap: str | None = None
+) -> list[object]:
+    """Up to `count` records of `topic` from the start (the harness's broker unless
+    `bootstrap`), waiting at most `timeout_s`."""
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=require_server("CLOCKWORK_KAFKA"),
+        bootstrap_servers=bootstrap or require_server("CLOCKWORK_KAFKA"),
         group_id="test-" + uuid.uuid4().hex[:8],
         auto_offset_reset="earliest",
         enable_auto_commit=False,
