@@ -1,18 +1,22 @@
-"""Cost benchmark: what a pending schedule costs in Cassandra, what an owned shard costs
-a worker at rest, and a worker's memory with many pending schedules in its shards.
+"""Cost benchmark: what pending schedules cost, created in bulk through the batch API:
+the creation rate as the store fills, a worker's memory and idle cost with every one
+of them pending, and the bytes each takes in Cassandra.
 
-Usage: python -m bench.cost [--schedules 20000] [--pending 1000000] [--idle-s 30]
+Usage: python -m bench.cost [--pending 10000000] [--lead-h H] [--idle-s 30] [--shards 64]
 
-- bytes per pending schedule: `--schedules` one-shots (due in a day) created through
-  the API; the keyspace's memtables are flushed (the tables' flush period set to 1 s:
-  the harness runs Cassandra without JMX, so there is no nodetool), then the on-disk
-  size of every table of the keyspace divided by the count;
-- idle worker: CPU seconds per shard per second and RSS of one worker owning every
-  shard with nothing due;
-- `--pending` firings (default 1M) written straight into the store (the firing rows a
-  create writes, due 1 to 3 hours ahead, spread over all shards), then the same worker
-  measured again: its RSS must not grow with the backlog (prefetch is windowed).
-Worker and api CPU per 100k firings come from bench/fire.py.
+1. idle: one worker owning every shard, nothing pending: its CPU per shard-second and
+   Cassandra's, over `--idle-s`;
+2. bulk: `--pending` one-shots due evenly over the 24 hours from `--lead-h` ahead (a
+   day's buckets; by default far enough ahead that none falls due during the run),
+   created through BatchCreateSchedules (500 per call, 4 calls in flight) while the
+   worker runs: the rate over each tenth of the creates (does it hold as the store
+   fills?), the api's CPU per create, and the RSS of worker, api and Cassandra sampled
+   every 5 s (warm, peak, last);
+3. idle again, every schedule pending: a worker scans only the due window of its
+   shards' current bucket, so its cost and memory must not grow with the backlog;
+4. bytes per pending schedule: the keyspace's memtables flushed (the tables' flush
+   period set to 1 s: the harness runs Cassandra without JMX, so there is no
+   nodetool), then the on-disk size of each table divided by `--pending`.
 """
 
 from __future__ import annotations
@@ -20,24 +24,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import tempfile
+import sys
 import time
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
 from bench import fire, raw_cassandra
-from bench.cluster import TENANT, BenchCluster
+from bench.cluster import BenchCluster
 from bench.common import machine, now_ms, print_table, write_json
-from bench.resources import ResourceMonitor
-from clockwork_svc.domain import planning, triggers
+from bench.resources import ResourceMonitor, RssTimeline, listening
+from clockwork_svc.domain import triggers
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
-from clockwork_svc.storage.cassandra import CassandraStore
 from e2e.infra.cassandra import Cassandra
+from e2e.workload import BatchCreate
 
 _TABLES = ("schedules", "schedule_index", "firings")
+BATCH = 500
+IN_FLIGHT = 4
+DAY_MS = 86_400_000
 
 
 def _table_bytes(keyspace: str) -> dict[str, int] | None:
@@ -53,8 +60,11 @@ def _table_bytes(keyspace: str) -> dict[str, int] | None:
     return sizes
 
 
-async def _flush(cluster: BenchCluster, wait_s: float = 75.0) -> None:
-    """Make Cassandra flush the keyspace's memtables (a flush period on each table)."""
+async def _flush(cluster: BenchCluster, wait_s: float = 300.0) -> bool:
+    """Make Cassandra flush the keyspace's memtables (a flush period on each table),
+    then wait until the on-disk sizes hold still for 10 s (flushes and the compactions
+    they start have finished); False if they did not within `wait_s`, or the data dir
+    is not on this machine."""
     c, session, _ = await raw_cassandra.connect(
         cluster.env["CLOCKWORK_CASSANDRA"], cluster.keyspace
     )
@@ -66,20 +76,22 @@ async def _flush(cluster: BenchCluster, wait_s: float = 75.0) -> None:
             )
     finally:
         await raw_cassandra.shutdown(c)
+    if _table_bytes(cluster.keyspace) is None:
+        return False
     deadline = time.monotonic() + wait_s
+    last: dict[str, int] | None = None
+    still_since = time.monotonic()
     while time.monotonic() < deadline:
+        await asyncio.sleep(2.0)
         sizes = _table_bytes(cluster.keyspace) or {}
-        if all(sizes.get(t, 0) > 0 for t in _TABLES):
-            await asyncio.sleep(3.0)  # let the last flushes finish
-            return
-        await asyncio.sleep(1.0)
+        if sizes != last or not all(sizes.get(t, 0) > 0 for t in _TABLES):
+            last, still_since = sizes, time.monotonic()
+        elif time.monotonic() - still_since >= 10.0:
+            return True
+    return False
 
 
-async def bytes_per_schedule(cluster: BenchCluster, n: int) -> dict[str, Any]:
-    async with cluster.client() as client:
-        far = [now_ms() + 86_400_000] * n
-        await fire._create(client, "size", far, HttpTarget("http://127.0.0.1:9/x"), {})
-    await _flush(cluster)
+def storage(cluster: BenchCluster, n: int) -> dict[str, Any]:
     sizes = _table_bytes(cluster.keyspace)
     if sizes is None:
         return {"bytes_per_schedule": None, "note": "Cassandra data dir not on this machine"}
@@ -88,68 +100,134 @@ async def bytes_per_schedule(cluster: BenchCluster, n: int) -> dict[str, Any]:
         "schedules": n,
         "bytes_per_schedule": round(sum(per.values()), 1),
         **{f"{t}_bytes": v for t, v in per.items()},
+        "keyspace_mb": round(sum(sizes.values()) / 2**20, 1),
     }
 
 
-async def write_pending(cluster: BenchCluster, n: int) -> float:
-    """n firing rows due 1-3 h ahead, written with the store's batched put; rows/s."""
-    store = await CassandraStore.open([cluster.env["CLOCKWORK_CASSANDRA"]], cluster.keyspace)
-    layout = await store.layout()
-    start = now_ms() + 3_600_000
-    url = HttpTarget("http://127.0.0.1:9/pending")
-    started = time.perf_counter()
-    try:
-        chunk = 20_000
-        for base in range(0, n, chunk):
-            firings = []
-            for i in range(base, min(n, base + chunk)):
-                due = start + (i * 7_200_000) // n
-                spec = ScheduleSpec(triggers.OnceTrigger(due), url)
-                _, firing = planning.new_schedule(
-                    TENANT, f"p-{i}", spec, uuid.uuid4().hex, now_ms(), layout
-                )
-                assert firing is not None
-                firings.append(firing)
-            await store.put_firings(firings)
-    finally:
-        await store.close()
-    return n / (time.perf_counter() - started)
-
-
-async def idle_worker(cluster: BenchCluster, seconds: float) -> dict[str, Any]:
-    pid = cluster.pids()["worker0"]
-    monitor = ResourceMonitor({"worker": pid}).start()
+async def idle(cluster: BenchCluster, seconds: float) -> dict[str, Any]:
+    """CPU per shard-second of the worker (and Cassandra's) and the worker's RSS."""
+    pids = {"worker": cluster.pids()["worker0"]} | _cassandra(cluster)
+    monitor = ResourceMonitor(pids).start()
     await asyncio.sleep(seconds)
-    usage = (await monitor.stop())["worker"]
-    per_shard = usage.cpu_s / seconds / cluster.shards
-    return {
+    usage = await monitor.stop()
+    shard_s = seconds * cluster.shards
+    out: dict[str, Any] = {
         "seconds": seconds,
-        "cpu_s": usage.cpu_s,
-        "cpu_s_per_shard_s": round(per_shard, 5),
-        "peak_rss_mb": usage.peak_rss_mb,
+        "worker_cpu_s_per_shard_s": round(usage["worker"].cpu_s / shard_s, 5),
+        "worker_peak_rss_mb": usage["worker"].peak_rss_mb,
     }
+    if "cassandra" in usage:
+        out["cassandra_cpu_s_per_shard_s"] = round(usage["cassandra"].cpu_s / shard_s, 5)
+    return out
+
+
+def _cassandra(cluster: BenchCluster) -> dict[str, int]:
+    return listening({"cassandra": cluster.env["CLOCKWORK_CASSANDRA"]})
+
+
+def _entries(n: int, first_due_ms: int) -> Iterator[list[tuple[str, ScheduleSpec]]]:
+    target = HttpTarget("http://127.0.0.1:9/pending")
+    for base in range(0, n, BATCH):
+        yield [
+            (f"p-{i}", ScheduleSpec(triggers.OnceTrigger(first_due_ms + i * DAY_MS // n), target))
+            for i in range(base, min(n, base + BATCH))
+        ]
+
+
+async def bulk(cluster: BenchCluster, n: int, lead_ms: int) -> dict[str, Any]:
+    """Create n one-shots through the batch API; the rate per tenth, CPU and RSS."""
+    first_due = now_ms() + lead_ms
+    batches = _entries(n, first_due)
+    done: list[tuple[float, int]] = []  # (seconds since start, creates acknowledged)
+    count = retried = 0
+    pids = cluster.pids() | _cassandra(cluster)
+    timeline = RssTimeline(lambda: pids, 5.0).start()
+    monitor = ResourceMonitor({"api": pids["api"]}).start()
+    started = time.perf_counter()
+    next_report = max(1, n // 10)
+    async with cluster.client(timeout_s=120) as client:
+
+        async def caller() -> None:
+            nonlocal count, retried, next_report
+            for entries in batches:
+                creating = BatchCreate(client, entries, timeout_s=300)
+                async for _ in creating.acknowledgements():
+                    pass
+                count += len(entries)
+                retried += creating.retried
+                done.append((time.perf_counter() - started, count))
+                if count >= next_report:
+                    next_report += max(1, n // 10)
+                    rate = count / (time.perf_counter() - started)
+                    print(f"cost: {count:,} created, {rate:,.0f}/s", file=sys.stderr, flush=True)
+
+        async with asyncio.TaskGroup() as callers:
+            for _ in range(IN_FLIGHT):
+                callers.create_task(caller())
+    elapsed = time.perf_counter() - started
+    api = (await monitor.stop())["api"]
+    await timeline.stop()
+    rates = tenths(done, n)
+    return {
+        "created": count,
+        "seconds": round(elapsed, 1),
+        "per_s": round(count / elapsed),
+        "per_s_by_tenth": rates,
+        "slowest_tenth_vs_first": slowest_vs_first(rates),
+        "ended_before_first_due": now_ms() < first_due,
+        "calls_retried": retried,
+        "api_ms_per_create": round(api.cpu_s * 1000 / max(1, count), 3),
+        "rss_mb": timeline.summary(),
+    }
+
+
+def tenths(done: list[tuple[float, int]], n: int) -> list[int | None]:
+    """Creates per second over each tenth of the creates (None for a tenth that ended
+    within the same batch as the one before it)."""
+    if not done:
+        return []
+    rates: list[int | None] = []
+    t_prev, c_prev = 0.0, 0
+    for k in range(1, 11):
+        mark = n * k // 10
+        t, c = next(((t, c) for t, c in done if c >= mark), done[-1])
+        if c > c_prev and t > t_prev:
+            rates.append(round((c - c_prev) / (t - t_prev)))
+            t_prev, c_prev = t, c
+        else:
+            rates.append(None)
+    return rates
+
+
+def slowest_vs_first(rates: list[int | None]) -> float | None:
+    """The slowest tenth's rate over the first's (the tenths measured)."""
+    known = [r for r in rates if r]
+    return round(min(known) / known[0], 2) if known else None
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = Path(tempfile.mkdtemp(prefix="bench-cost-"))
+    lead_ms = int(
+        (args.lead_h if args.lead_h is not None else 1 + args.pending / 500 / 3600) * 3_600_000
+    )
     report: dict[str, Any] = {
         "benchmark": "cost",
         "machine": machine(),
         "shards": args.shards,
-        "logs": str(run_dir),
+        "pending": args.pending,
+        "first_due_h": round(lead_ms / 3_600_000, 2),
     }
 
-    async def body(cluster: BenchCluster, _: Path) -> None:
-        report["storage"] = await bytes_per_schedule(cluster, args.schedules)
+    async def body(cluster: BenchCluster, run_dir: Path) -> None:
+        report["logs"] = str(run_dir)
         await cluster.start_workers(1)
         await asyncio.sleep(3)
-        report["idle_worker"] = await idle_worker(cluster, args.idle_s)
+        report["idle_empty"] = await idle(cluster, args.idle_s)
+        report["bulk"] = await bulk(cluster, args.pending, lead_ms)
+        await asyncio.sleep(3)
+        report["idle_full"] = await idle(cluster, args.idle_s)
         await cluster.stop_workers()
-        report["pending_written_per_s"] = round(await write_pending(cluster, args.pending), 1)
-        await cluster.start_workers(1)
-        await asyncio.sleep(3)
-        loaded = await idle_worker(cluster, args.idle_s)
-        report["worker_with_pending"] = {"pending": args.pending, **loaded}
+        settled = await _flush(cluster)
+        report["storage"] = storage(cluster, args.pending) | {"flush_settled": settled}
 
     await fire.with_cluster(args.shards, 512, body)
     return report
@@ -157,20 +235,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--schedules", type=int, default=20_000)
-    parser.add_argument("--pending", type=int, default=1_000_000)
+    parser.add_argument("--pending", type=int, default=10_000_000)
+    parser.add_argument(
+        "--lead-h",
+        type=float,
+        default=None,
+        help="hours until the first due time (default: 1 + pending / 500 per s)",
+    )
     parser.add_argument("--idle-s", type=float, default=30)
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--out", type=Path, default=None, help="results directory")
     args = parser.parse_args()
     report = uvloop.run(run(args))
-    rows = [
-        {"measure": k, **v} if isinstance(v, dict) else {"measure": k, "value": v}
-        for k, v in report.items()
-        if k in ("storage", "idle_worker", "worker_with_pending", "pending_written_per_s")
-    ]
-    for row in rows:
-        print_table(row.pop("measure"), [row])
+    bulk_row = {k: v for k, v in report["bulk"].items() if k != "rss_mb"}
+    print_table("bulk creation", [bulk_row])
+    print_table(
+        "RSS during bulk creation (MiB)",
+        [{"process": name, **m} for name, m in report["bulk"]["rss_mb"].items()],
+    )
+    print_table(
+        "idle worker",
+        [
+            {"pending": 0, **report["idle_empty"]},
+            {"pending": args.pending, **report["idle_full"]},
+        ],
+    )
+    print_table("storage", [report["storage"]])
     print(f"json: {write_json('cost', report, args.out)}")
 
 

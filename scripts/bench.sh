@@ -3,8 +3,9 @@
 # (and redis-server for the Celery peer, Java/Maven for Cassandra if missing), starts
 # Cassandra, etcd and Kafka with the project's harness in their own state dir, runs
 # accept, fire (with the burst case; then again with Kafka as the target, 1M firings
-# due within a minute), peers, cost, store_ops and overload, and stops the servers. Tables go to
-# stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
+# due within a minute), peers, cost (10M pending one-shots created through the batch API:
+# about two hours here), store_ops, overload and isolation, and stops the servers. Tables
+# go to stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
 # benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M,
 # BENCH_KAFKA_BURST_N.
 # Cassandra syncs its commit log as a production node does, every 10 s (`periodic`,
@@ -47,9 +48,11 @@ log "fire to Kafka (1 worker; half rate; 1M due within a minute)"
   --burst --burst-n "${BENCH_KAFKA_BURST_N:-1000000}" --burst-window-s 60 "$@"
 log "peers"
 .venv/bin/python -m bench.peers --m "${BENCH_PEERS_M:-20000}" "$@"
-log "cost"
+log "cost (10M pending one-shots)"
 .venv/bin/python -m bench.cost "$@"
 log "store operations"
 .venv/bin/python -m bench.store_ops
 log "overload (bursts of 10x and 100x the api's in-flight limit)"
 .venv/bin/python -m bench.overload "$@"
+log "isolation (a hung tenant beside a steady one)"
+.venv/bin/python -m bench.isolation "$@"

@@ -158,17 +158,21 @@ def test_cost(tmp_path: Path) -> None:
     report = run_bench(
         "bench.cost",
         tmp_path,
-        "--schedules",
-        "200",
         "--pending",
-        "500",
+        "1200",
         "--idle-s",
         "2",
         "--shards",
         "8",
     )
-    assert report["worker_with_pending"]["pending"] == 500
-    assert report["idle_worker"]["peak_rss_mb"] > 0
+    bulk = report["bulk"]
+    assert bulk["created"] == 1200 and bulk["per_s"] > 0 and len(bulk["per_s_by_tenth"]) == 10
+    assert bulk["slowest_tenth_vs_first"] > 0 and bulk["ended_before_first_due"]
+    assert bulk["rss_mb"]["worker0"]["peak_mb"] > 0 and bulk["api_ms_per_create"] > 0
+    for phase in ("idle_empty", "idle_full"):
+        assert report[phase]["worker_peak_rss_mb"] > 0, report[phase]
+    assert report["storage"]["bytes_per_schedule"] > 0, report["storage"]
+    assert report["storage"]["flush_settled"], report["storage"]
 
 
 def test_store_ops(tmp_path: Path) -> None:
@@ -204,6 +208,26 @@ def test_overload(tmp_path: Path) -> None:
     assert burst["ok"] + burst["invalid_argument"] + burst["unavailable"] == 160
     assert retried["failed"] == 0 and retried["created_twice"] == 0
     assert retried["found_after"] == 160
+
+
+def test_isolation(tmp_path: Path) -> None:
+    # Four slots, half for one tenant: the hung tenant takes two (held 10 s, past the
+    # phase), the steady one delivers everything beside it.
+    report = run_bench(
+        "bench.isolation",
+        tmp_path,
+        "--rate", "50",
+        "--window-s", "2",
+        "--hold-s", "10",
+        "--slots", "4",
+        "--shares", "0.5",
+        "--shards", "8",
+    )  # fmt: skip
+    alone, beside = report["rows"]
+    assert (alone["phase"], beside["phase"]) == ("alone", "beside hung tenant")
+    assert alone["lost"] == beside["lost"] == 0 and alone["n"] == beside["n"] == 100
+    # The hung tenant holds two slots (half of four) and no more.
+    assert alone["hung_held"] is None and beside["hung_held"] == 2, beside
 
 
 def test_handover(tmp_path: Path) -> None:
