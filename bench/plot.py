@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -43,18 +44,27 @@ def memory_over_time(
     windows: Sequence[tuple[str, float, float]],
     path: Path,
     title: str,
+    until_s: float | None = None,
 ) -> Path:
-    """RSS per process over a run, with each fault window (kind, from s, to s) shaded
-    in its kind's colour; writes a PNG."""
+    """RSS per process over a run (every `workerN` in one colour: each replacement is a
+    line of its own), with each fault window (kind, from s, to s) shaded in its kind's
+    colour, up to `until_s`; writes a PNG."""
     fig, ax = plt.subplots(figsize=(10, 5.5))
+    worker_colour = None
     for name, points in sorted(series.items()):
-        ax.plot([t / 60 for t, _ in points], [mb for _, mb in points], label=name, linewidth=1)
+        shown = [(t, mb) for t, mb in points if until_s is None or t <= until_s]
+        minutes, mbs = [t / 60 for t, _ in shown], [mb for _, mb in shown]
+        if re.fullmatch(r"worker\d+", name):
+            label = None if worker_colour else "workers (one line each)"
+            (line,) = ax.plot(minutes, mbs, color=worker_colour, label=label, linewidth=1)
+            worker_colour = line.get_color()
+        else:
+            ax.plot(minutes, mbs, label=name, linewidth=1)
     kinds = sorted({kind for kind, _, _ in windows})
     colours = {kind: plt.get_cmap("Pastel1")(i % 9) for i, kind in enumerate(kinds)}
     for kind, start, end in windows:
         ax.axvspan(start / 60, end / 60, color=colours[kind], alpha=0.6, linewidth=0)
-    handles, labels = ax.get_legend_handles_labels()
-    process_legend = ax.legend(handles, labels, fontsize="small", loc="upper left", ncol=2)
+    process_legend = ax.legend(fontsize="small", loc="upper left")
     ax.add_artist(process_legend)
     patches = [Patch(color=colours[kind], alpha=0.6, label=kind) for kind in kinds]
     if patches:

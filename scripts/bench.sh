@@ -4,7 +4,7 @@
 # Cassandra, etcd and Kafka with the project's harness in their own state dir, runs
 # accept, fire (with the burst case; then again with Kafka as the target, 1M firings
 # due within a minute), peers, cost (10M pending one-shots created through the batch API:
-# about two hours here), store_ops, overload and isolation, and stops the servers. Tables
+# about two and a half hours here), store_ops, overload and isolation, and stops the servers. Tables
 # go to stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
 # benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M,
 # BENCH_KAFKA_BURST_N.

@@ -225,9 +225,10 @@ def test_isolation(tmp_path: Path) -> None:
     )  # fmt: skip
     alone, beside = report["rows"]
     assert (alone["phase"], beside["phase"]) == ("alone", "beside hung tenant")
-    assert alone["lost"] == beside["lost"] == 0 and alone["n"] == beside["n"] == 100
+    assert alone["not_arrived"] == beside["not_arrived"] == 0
+    assert alone["n"] == beside["n"] == 100
     # The hung tenant holds two slots (half of four) and no more.
-    assert alone["hung_held"] is None and beside["hung_held"] == 2, beside
+    assert alone["hung_reached"] is None and beside["hung_reached"] == 2, beside
 
 
 def test_handover(tmp_path: Path) -> None:
