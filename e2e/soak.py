@@ -213,7 +213,8 @@ class Soak:
 
     async def _burst(self) -> Window:
         """burst-factor x max-in-flight one-shots at once, due LEAD_MS ahead: the created
-        ones join the workload, the refused ones must not exist, the rest must not be."""
+        ones join the workload, the refused ones must not exist, and any other answer is
+        a fault (its schedule, if it was created after all, joins the workload too)."""
         assert self.workload is not None
         n = self.args.burst_factor * self.args.api_max_in_flight
         start = now_ms()
