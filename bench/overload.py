@@ -45,7 +45,7 @@ from bench.resources import ResourceMonitor
 from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
-from clockwork_svc.server.admission import PUSHBACK_METADATA
+from clockwork_svc.client import refusal_hint_ms
 from clockwork_svc.server.auth import TENANT_METADATA
 
 CLEAN = {"OK", "INVALID_ARGUMENT", "UNAVAILABLE"}
@@ -115,11 +115,11 @@ async def burst(
                 admitted_ms.append(took)
                 return
             refused_ms.append(took)
-            hint = dict(exc.trailing_metadata() or ()).get(PUSHBACK_METADATA)
-            if isinstance(hint, str) and hint.isdigit():
-                hints.append(int(hint))
-            else:
+            hint = refusal_hint_ms(exc)
+            if hint is None:
                 unhinted += 1
+            else:
+                hints.append(hint)
 
     async def checks() -> None:
         while not done.is_set():

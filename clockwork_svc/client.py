@@ -80,16 +80,23 @@ _SERVICE_CONFIG = json.dumps(
 )
 
 
-def retry_wait_s(exc: grpc.aio.AioRpcError, jitter: float) -> float | None:
-    """How long to wait before retrying a call the server refused for overload (its
-    hint, spread by `jitter`, 0 to 1), or None: any other failure is not retried here
-    (gRPC's retry policy has had its go at UNAVAILABLE)."""
+def refusal_hint_ms(exc: grpc.aio.AioRpcError) -> int | None:
+    """The server's retry hint (ms) when it refused the call for overload (UNAVAILABLE
+    with `grpc-retry-pushback-ms`), or None for any other failure."""
     if exc.code() is not grpc.StatusCode.UNAVAILABLE:
         return None
     for key, value in exc.trailing_metadata() or ():
         if key == PUSHBACK_METADATA and isinstance(value, str) and value.isdigit():
-            return int(value) / 1000 * (0.8 + 0.4 * jitter)
+            return int(value)
     return None
+
+
+def retry_wait_s(exc: grpc.aio.AioRpcError, jitter: float) -> float | None:
+    """How long to wait before retrying a call the server refused for overload (its
+    hint, spread by `jitter`, 0 to 1), or None: any other failure is not retried here
+    (gRPC's retry policy has had its go at UNAVAILABLE)."""
+    hint = refusal_hint_ms(exc)
+    return None if hint is None else hint / 1000 * (0.8 + 0.4 * jitter)
 
 
 @dataclass(frozen=True, slots=True)

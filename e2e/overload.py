@@ -23,8 +23,8 @@ import grpc
 from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
+from clockwork_svc.client import refusal_hint_ms
 from clockwork_svc.domain.spec import ScheduleSpec
-from clockwork_svc.server.admission import PUSHBACK_METADATA
 from clockwork_svc.server.auth import TENANT_METADATA
 
 
@@ -91,13 +91,12 @@ async def create_burst(
             )
             out.created[key] = (reply.schedule.id, time.time_ns() // 1_000_000)
         except grpc.aio.AioRpcError as exc:
-            hint = dict(exc.trailing_metadata() or ()).get(PUSHBACK_METADATA)
-            if exc.code() is grpc.StatusCode.UNAVAILABLE and isinstance(hint, str):
-                out.refused.append(key)
-                if hint.isdigit():
-                    out.hints_ms.append(int(hint))
-            else:
+            hint = refusal_hint_ms(exc)
+            if hint is None:
                 out.unclean[key] = exc.code().name
+            else:
+                out.refused.append(key)
+                out.hints_ms.append(hint)
 
     requests = [(key, convert.spec_to_pb(spec)) for key, spec in entries]
     started = time.perf_counter()
