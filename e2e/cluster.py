@@ -44,14 +44,16 @@ class Cluster:
         keyspace_prefix: str = "faults_",
         worker_flags: Sequence[str] = (),
         tenant: str = TENANT,
+        replication_factor: int = 1,
     ) -> None:
-        """`worker_flags`: more `clockwork worker` arguments; `tenant`: the tenant
-        `client()` acts as."""
+        """`cassandra`: contact points, comma-separated; `worker_flags`: more
+        `clockwork worker` arguments; `tenant`: the tenant `client()` acts as."""
         self.run_dir = run_dir
         self.shards = shards
         self.lease_ttl = lease_ttl
         self.worker_flags = list(worker_flags)
         self.tenant = tenant
+        self.replication_factor = replication_factor
         self.keyspace = keyspace_prefix + uuid.uuid4().hex[:10]
         self.name = "c" + uuid.uuid4().hex[:8]
         self.etcd = etcd
@@ -79,7 +81,7 @@ class Cluster:
             "schema",
             "migrate",
             "--replication-factor",
-            "1",
+            str(self.replication_factor),
             "--shards",
             str(self.shards),
             env=self.env,
@@ -217,7 +219,7 @@ class Cluster:
         harness's Cassandra (1 GiB heap) runs out of heap."""
         await _terminate([*self.workers, *([self.api] if self.api else [])])
         try:
-            await drop_keyspace_for_tests([self.env["CLOCKWORK_CASSANDRA"]], self.keyspace)
+            await drop_keyspace_for_tests(self.env["CLOCKWORK_CASSANDRA"].split(","), self.keyspace)
         except Exception as exc:  # noqa: BLE001 - best effort: the run's result stands
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 

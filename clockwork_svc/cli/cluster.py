@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from clockwork_svc.cli.parsing import etcd_endpoints
 from clockwork_svc.settings import EtcdSettings
 
 _DEFAULT = EtcdSettings()
@@ -24,7 +25,9 @@ def cluster() -> None:
     envvar="CLOCKWORK_ETCD",
     default=_DEFAULT.endpoint,
     show_default=True,
-    help="etcd HOST:PORT.",
+    callback=lambda _ctx, _param, value: etcd_endpoints(value, "--etcd"),
+    help="etcd members: HOST[:PORT] IP addresses, comma-separated, or one DNS name that "
+    "resolves to every member (the client fails over between them).",
 )
 @click.option(
     "--cluster-name", envvar="CLOCKWORK_CLUSTER", default=_DEFAULT.cluster, show_default=True

@@ -19,7 +19,7 @@ import click
 
 from clockwork_svc.cli import cluster, dead_letters, schedules, tenants
 from clockwork_svc.cli.options import option_group
-from clockwork_svc.cli.parsing import duration_ms, duration_text, host_of, host_port
+from clockwork_svc.cli.parsing import duration_ms, duration_text, etcd_endpoints, host_of, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits, is_loopback_host
 from clockwork_svc.errors import StoreUnavailable
@@ -381,8 +381,10 @@ def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--etcd",
         envvar="CLOCKWORK_ETCD",
         default=None,
-        help="etcd HOST:PORT for shard ownership (worker) and the workers' load reports "
-        "(api); without it a worker owns every shard.",
+        help="etcd members for shard ownership (worker) and the workers' load reports "
+        "(api): HOST[:PORT] IP addresses, comma-separated, or one DNS name that resolves to "
+        "every member (port 2379 by default); the client fails over between them. Without "
+        "it a worker owns every shard.",
     )(fn)
 
 
@@ -391,9 +393,8 @@ def _etcd_settings(
 ) -> EtcdSettings | None:
     if not etcd:
         return None
-    host_of(etcd, "--etcd")
     return EtcdSettings(
-        endpoint=etcd,
+        endpoint=etcd_endpoints(etcd, "--etcd"),
         cluster=cluster_name,
         lease_ttl_s=lease_ttl_s,
         safety_margin_s=max(1.0, lease_ttl_s / 4),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from clockwork_svc.coordination import endpoints
 from clockwork_svc.domain.durations import parse_duration_ms, parse_time_ms
 
 
@@ -47,6 +48,16 @@ def host_of(text: str, name: str) -> str:
     """Checks HOST[:PORT] and returns the host, for an address whose port the CLI
     does not use."""
     return _split_host_port(text, name)[0]
+
+
+def etcd_endpoints(text: str, name: str) -> str:
+    """Checks the etcd members, `HOST[:PORT][,HOST[:PORT]...]` (IP addresses, or one DNS
+    name), and returns the text as given."""
+    try:
+        endpoints.grpc_target(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from exc
+    return text
 
 
 def header(text: str) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import aetcd
 
 from clockwork_svc.abc import Clock
-from clockwork_svc.coordination import assignment
+from clockwork_svc.coordination import assignment, endpoints
 from clockwork_svc.coordination.lease_guard import LeaseGuard
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.errors import ClockworkError, Unavailable
@@ -65,17 +65,18 @@ class ClusterView:
     shard_count: int | None = None
 
 
-def _host_port(endpoint: str) -> tuple[str, int]:
-    host, _, port = endpoint.rpartition(":")
-    return (host or "127.0.0.1", int(port)) if port.isdigit() else (endpoint, 2379)
-
-
 # How long one connection attempt to etcd may take (TCP and the HTTP/2 handshake).
 CONNECT_TIMEOUT_MS = 5_000
 
 
 async def connect(endpoint: str, timeout_s: float = 5.0) -> aetcd.Client:
-    host, port = _host_port(endpoint)
+    """A client over one channel to every member that `endpoint` names (see
+    clockwork_svc/coordination/endpoints.py): gRPC fails over between them."""
+    # aetcd opens its channel on f"{host}:{port}" and has no parameter for a target.
+    # Every target ends in ":PORT", so splitting it at its last colon gives back the
+    # same string (scheme and member list included), and aetcd's own connect() (stubs,
+    # authentication, watcher) stays as it is; test_etcd_endpoints pins this.
+    host, _, port = endpoints.grpc_target(endpoint).rpartition(":")
     # Short reconnect backoff: after an etcd restart the default gRPC backoff keeps
     # failing calls for about half a second longer than needed. gRPC core also takes
     # `min_reconnect_backoff_ms` as the connect timeout of every attempt, so it stays
@@ -86,7 +87,9 @@ async def connect(endpoint: str, timeout_s: float = 5.0) -> aetcd.Client:
         "grpc.min_reconnect_backoff_ms": CONNECT_TIMEOUT_MS,
         "grpc.max_reconnect_backoff_ms": 500,
     }
-    client = aetcd.Client(host=host, port=port, timeout=max(1, int(timeout_s)), options=options)
+    client = aetcd.Client(
+        host=host, port=int(port), timeout=max(1, int(timeout_s)), options=options
+    )
     await client.connect()
     return client
 

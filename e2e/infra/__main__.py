@@ -3,12 +3,14 @@
 * ``up``: fetch, start what is not running, wait until ready, print ``KEY=VALUE``
   lines (also in ``<state>/env``), so ``eval "$(python -m e2e.infra up)"`` or
   ``set -a; . .infra/env`` exports them.  Reuses healthy running servers.
+  Without names it starts every single server; the three-member clusters
+  (``cassandra-cluster``, ``etcd-cluster``) start only when named.
   ``--cassandra-commitlog-sync periodic`` launches Cassandra with its own default
   commit log sync (every 10 s) instead of the harness's ``batch`` (benchmarks of a
   production-like node; a kill -9 then loses the last acknowledged writes);
   ``group`` syncs every 10 ms (measured: much slower, docs/operations.md).
 * ``down``: stop (SIGTERM, SIGKILL after a timeout) and delete state;
-  ``--keep-data`` only stops.
+  ``--keep-data`` only stops.  Without names it stops the clusters too.
 * ``status``: one line per server; exit 0 only if all are running and ready.
 * ``fetch``: only fill the cache (e.g. a CI warm-up step).
 
@@ -26,8 +28,11 @@ from pathlib import Path
 from typing import get_args
 
 from .cassandra import DEFAULT_COMMITLOG_SYNC, Cassandra, CommitlogSync
-from .registry import SERVERS
+from .group import ServerGroup
+from .registry import GROUPS, SERVERS
 from .server import InfraError, Server
+
+Managed = Server | ServerGroup
 
 EXIT_FAILED = 1
 EXIT_NOT_READY = 3
@@ -70,7 +75,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_servers_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "servers", nargs="*", metavar="SERVER", help=f"any of {', '.join(SERVERS)} (default: all)"
+        "servers",
+        nargs="*",
+        metavar="SERVER",
+        help=f"any of {', '.join([*SERVERS, *GROUPS])} (default: every single server)",
     )
 
 
@@ -79,20 +87,28 @@ def _select(
     state_dir: Path | None,
     cache_dir: Path | None,
     cassandra_commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
-) -> list[Server]:
-    unknown = [name for name in names if name not in SERVERS]
+    *,
+    groups_by_default: bool = False,
+) -> list[Managed]:
+    known = [*SERVERS, *GROUPS]
+    unknown = [name for name in names if name not in known]
     if unknown:
-        raise InfraError(f"unknown server(s) {unknown}; known: {', '.join(SERVERS)}")
-    chosen = [name for name in SERVERS if not names or name in names]
-    return [
-        Cassandra(state_dir, cache_dir, commitlog_sync=cassandra_commitlog_sync)
-        if name == "cassandra"
-        else SERVERS[name](state_dir, cache_dir)
-        for name in chosen
-    ]
+        raise InfraError(f"unknown server(s) {unknown}; known: {', '.join(known)}")
+    default = known if groups_by_default else list(SERVERS)
+    chosen: list[Managed] = []
+    for name in known:
+        if (names and name not in names) or (not names and name not in default):
+            continue
+        if name == "cassandra":
+            chosen.append(Cassandra(state_dir, cache_dir, commitlog_sync=cassandra_commitlog_sync))
+        elif name in GROUPS:
+            chosen.append(GROUPS[name](state_dir, cache_dir))
+        else:
+            chosen.append(SERVERS[name](state_dir, cache_dir))
+    return chosen
 
 
-def _up(servers: list[Server], timeout: float | None) -> int:
+def _up(servers: list[Managed], timeout: float | None) -> int:
     env: dict[str, str] = {}
     for server in servers:
         started = time.monotonic()
@@ -111,21 +127,21 @@ def _up(servers: list[Server], timeout: float | None) -> int:
     return 0
 
 
-def _down(servers: list[Server], keep_data: bool) -> int:
+def _down(servers: list[Managed], keep_data: bool) -> int:
     for server in reversed(servers):
         server.down(keep_data=keep_data)
         logging.info("%s: stopped%s", server.name, " (data kept)" if keep_data else "")
     return 0
 
 
-def _status(servers: list[Server]) -> int:
+def _status(servers: list[Managed]) -> int:
     statuses = [server.status() for server in servers]
     for status in statuses:
         print(status.line())
     return 0 if all(status.ready for status in statuses) else EXIT_NOT_READY
 
 
-def _fetch(servers: list[Server]) -> int:
+def _fetch(servers: list[Managed]) -> int:
     for server in servers:
         started = time.monotonic()
         server.fetch()
@@ -142,7 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         servers = _select(
-            args.servers, args.state_dir, args.cache_dir, args.cassandra_commitlog_sync
+            args.servers,
+            args.state_dir,
+            args.cache_dir,
+            args.cassandra_commitlog_sync,
+            groups_by_default=args.command == "down",
         )
         if args.command == "up":
             return _up(servers, args.timeout)

@@ -121,8 +121,8 @@ def _skip_strings(reader: _Reader, count: int) -> None:
         reader.read_string()
 
 
-def _first_text_cell(body: bytes) -> str:
-    """The first column of the first row of a RESULT/Rows body, decoded as text."""
+def _rows(body: bytes) -> list[list[bytes | None]]:
+    """The cells of every row of a RESULT/Rows body (first page only)."""
     reader = _Reader(body)
     if reader.read_int() != RESULT_ROWS:
         raise CqlError("query did not return rows")
@@ -138,14 +138,12 @@ def _first_text_cell(body: bytes) -> str:
                 _skip_strings(reader, 2)  # keyspace, table
             _skip_strings(reader, 1)  # column name
             reader.skip_type()
-    if reader.read_int() < 1 or columns < 1:
-        raise CqlError("query returned no rows")
-    cell = reader.read_bytes()
-    return "" if cell is None else cell.decode("utf-8")
+    count = reader.read_int()
+    return [[reader.read_bytes() for _ in range(columns)] for _ in range(count)]
 
 
-def release_version(host: str, port: int, timeout: float = 5.0) -> str:
-    """Handshake with the node at ``host:port`` and return its ``release_version``.
+def _query(host: str, port: int, query: str, timeout: float) -> list[list[bytes | None]]:
+    """Handshake with the node at ``host:port``, run ``query`` at ONE, return its rows.
 
     Raises OSError if nothing useful listens, CqlError if the node answers but
     is not ready (or requires authentication, which the harness never enables).
@@ -158,13 +156,27 @@ def release_version(host: str, port: int, timeout: float = 5.0) -> str:
             raise CqlError("node requires authentication")
         if opcode != OP_READY:
             raise CqlError(f"expected READY after STARTUP, got opcode {opcode:#x}")
-        query = b"SELECT release_version FROM system.local"
+        text = query.encode()
         _send(
             sock,
             OP_QUERY,
-            struct.pack(">i", len(query)) + query + struct.pack(">HB", CONSISTENCY_ONE, 0),
+            struct.pack(">i", len(text)) + text + struct.pack(">HB", CONSISTENCY_ONE, 0),
         )
         opcode, body = _recv(sock)
         if opcode != OP_RESULT:
             raise CqlError(f"expected RESULT, got opcode {opcode:#x}")
-        return _first_text_cell(body)
+        return _rows(body)
+
+
+def release_version(host: str, port: int, timeout: float = 5.0) -> str:
+    """The node's ``release_version``: proof that it serves reads (see ``_query``)."""
+    found = _query(host, port, "SELECT release_version FROM system.local", timeout)
+    if not found or not found[0]:
+        raise CqlError("query returned no rows")
+    cell = found[0][0]
+    return "" if cell is None else cell.decode("utf-8")
+
+
+def peer_count(host: str, port: int, timeout: float = 5.0) -> int:
+    """How many other nodes this node knows through gossip (rows of ``system.peers_v2``)."""
+    return len(_query(host, port, "SELECT peer FROM system.peers_v2", timeout))

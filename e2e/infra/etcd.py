@@ -128,7 +128,6 @@ class Etcd(VersionedServer):
         peer = f"http://{self.host}:{ports['peer']}"
         argv = (
             str(self.etcd_bin),
-            f"--name={MEMBER_NAME}",
             f"--data-dir={self.data_dir}",
             # Every local address: pods on the real node reach it at the pod
             # network's gateway.
@@ -136,17 +135,9 @@ class Etcd(VersionedServer):
             f"--advertise-client-urls={client}",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
-            # Only read when the data dir is empty; a restart rejoins from its WAL.
-            f"--initial-cluster={MEMBER_NAME}={peer}",
-            "--initial-cluster-state=new",
-            f"--initial-cluster-token={MEMBER_NAME}",
+            *self._membership(peer),
             # Test data only: a process crash loses nothing, a machine crash might.
             "--unsafe-no-fsync",
-            # A restarted single member waits one randomized election timeout
-            # (1-2 s by default) before electing itself; fault tests restart a lot.
-            # A lone member has no follower that could time out, so nothing is lost.
-            "--heartbeat-interval=100",
-            "--election-timeout=500",
             # Keep an hour of history (watch resumption after a restart needs old
             # revisions) without letting a long benchmark grow the db unbounded.
             "--auto-compaction-mode=periodic",
@@ -156,6 +147,21 @@ class Etcd(VersionedServer):
             f"--log-level={self.log_level}",
         )
         return LaunchSpec(argv=argv, cwd=self.dir, env=_server_env())
+
+    def _membership(self, peer_url: str) -> list[str]:
+        """The member's name, its cluster and its raft timing flags."""
+        return [
+            f"--name={MEMBER_NAME}",
+            # Only read when the data dir is empty; a restart rejoins from its WAL.
+            f"--initial-cluster={MEMBER_NAME}={peer_url}",
+            "--initial-cluster-state=new",
+            f"--initial-cluster-token={MEMBER_NAME}",
+            # A restarted single member waits one randomized election timeout
+            # (1-2 s by default) before electing itself; fault tests restart a lot.
+            # A lone member has no follower that could time out, so nothing is lost.
+            "--heartbeat-interval=100",
+            "--election-timeout=500",
+        ]
 
     def probe(self, port: int, timeout: float) -> str:
         """Ready when ``/health`` says true and a linearizable KV range answers.

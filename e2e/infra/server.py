@@ -89,11 +89,12 @@ class Status:
 class Server(abc.ABC):
     """One server type bound to a state dir (runtime files) and a cache dir (binaries)."""
 
-    name: ClassVar[str]
+    name: str
+    """The state directory's name; a member of a group (``group.py``) sets its own."""
     env_var: ClassVar[str]
     port_names: ClassVar[tuple[str, ...]]
     """Ports to allocate; the first one is the client port published in ``env``."""
-    host: ClassVar[str] = LOOPBACK
+    host: str = LOOPBACK
     ready_timeout: ClassVar[float] = 180.0
     stop_timeout: ClassVar[float] = 30.0
 
@@ -317,24 +318,29 @@ class Server(abc.ABC):
         self.pid_path.unlink(missing_ok=True)
         # A stopped server must not be advertised to clients any more.
         self.env_path.unlink(missing_ok=True)
-        self._rebuild_state_env()
+        rebuild_state_env(self.state_dir)
 
     def _write_env(self, ports: Mapping[str, int]) -> None:
-        lines = "".join(f"{key}={value}\n" for key, value in self.env(ports).items())
-        self.env_path.write_text(lines)
-        self._rebuild_state_env()
+        write_env(self.env_path, self.env(ports))
 
-    def _rebuild_state_env(self) -> None:
-        """Regenerate ``<state>/env`` from the per-server ``env`` files."""
-        with file_lock(self.state_dir / ".env.lock"):
-            parts = [p.read_text() for p in sorted(self.state_dir.glob("*/env"))]
-            target = self.state_dir / "env"
-            if not parts:
-                target.unlink(missing_ok=True)
-                return
-            tmp = target.with_suffix(".tmp")
-            tmp.write_text("".join(parts))
-            tmp.replace(target)
+
+def write_env(path: Path, env: Mapping[str, str]) -> None:
+    """Write one server's ``env`` file, then regenerate ``<state>/env`` beside its directory."""
+    path.write_text("".join(f"{key}={value}\n" for key, value in env.items()))
+    rebuild_state_env(path.parent.parent)
+
+
+def rebuild_state_env(state_dir: Path) -> None:
+    """Regenerate ``<state>/env`` from the per-server ``env`` files."""
+    with file_lock(state_dir / ".env.lock"):
+        parts = [p.read_text() for p in sorted(state_dir.glob("*/env"))]
+        target = state_dir / "env"
+        if not parts:
+            target.unlink(missing_ok=True)
+            return
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text("".join(parts))
+        tmp.replace(target)
 
 
 class Running:

@@ -26,19 +26,38 @@ def _run_outside_loop(coro: Coroutine[Any, Any, object]) -> None:
         pool.submit(asyncio.run, coro).result()
 
 
-@pytest.fixture(scope="session")
-def cassandra_keyspace() -> Iterator[tuple[str, str]]:
+def _keyspace(env_var: str, replication_factor: int) -> Iterator[tuple[list[str], str]]:
     """One keyspace for the whole contract run (schema changes are slow in Cassandra)."""
-    address = require_server("CLOCKWORK_CASSANDRA")
+    addresses = require_server(env_var).split(",")
     from clockwork_svc.storage import cassandra
 
     keyspace = "contract_" + uuid.uuid4().hex[:12]
-    _run_outside_loop(cassandra.create_cluster_for_tests([address], keyspace, LAYOUT))
-    yield address, keyspace
-    _run_outside_loop(cassandra.drop_keyspace_for_tests([address], keyspace))
+    _run_outside_loop(
+        cassandra.create_cluster_for_tests(addresses, keyspace, LAYOUT, replication_factor)
+    )
+    yield addresses, keyspace
+    _run_outside_loop(cassandra.drop_keyspace_for_tests(addresses, keyspace))
 
 
-@pytest.fixture(params=["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)])
+@pytest.fixture(scope="session")
+def cassandra_keyspace() -> Iterator[tuple[list[str], str]]:
+    """On the single test node."""
+    yield from _keyspace("CLOCKWORK_CASSANDRA", 1)
+
+
+@pytest.fixture(scope="session")
+def cassandra_cluster_keyspace() -> Iterator[tuple[list[str], str]]:
+    """On the three-node cluster, at replication factor 3 (production's topology)."""
+    yield from _keyspace("CLOCKWORK_CASSANDRA_CLUSTER", 3)
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("cassandra", marks=pytest.mark.cassandra),
+        pytest.param("cassandra-rf3", marks=[pytest.mark.cassandra, pytest.mark.replicated]),
+    ]
+)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "sqlite":
         from clockwork_svc.storage.sqlite import SqliteStore
@@ -47,9 +66,12 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield sqlite_store
         await sqlite_store.close()
         return
-    address, keyspace = request.getfixturevalue("cassandra_keyspace")
+    keyspace_fixture = (
+        "cassandra_keyspace" if request.param == "cassandra" else "cassandra_cluster_keyspace"
+    )
+    addresses, keyspace = request.getfixturevalue(keyspace_fixture)
     from clockwork_svc.storage import cassandra
 
-    cass_store = await cassandra.CassandraStore.open([address], keyspace)
+    cass_store = await cassandra.CassandraStore.open(addresses, keyspace)
     yield cass_store
     await cass_store.close()

@@ -27,11 +27,16 @@ async def sink() -> AsyncIterator[RecordingSink]:
 @pytest.fixture
 async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
     """`await make_cluster(workers=3, cassandra=..., etcd=...)`: started, all shards owned.
-    Cassandra and etcd default to the shared servers."""
+    Cassandra and etcd default to the shared single servers; `cassandra` and `etcd` may
+    list several addresses, comma-separated."""
     made: list[Cluster] = []
 
     async def make(
-        workers: int, cassandra: str | None = None, etcd: str | None = None, shards: int = 16
+        workers: int,
+        cassandra: str | None = None,
+        etcd: str | None = None,
+        shards: int = 16,
+        replication_factor: int = 1,
     ) -> Cluster:
         cluster = Cluster(
             tmp_path,
@@ -39,6 +44,7 @@ async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
             etcd or require_server("CLOCKWORK_ETCD"),
             shards=shards,
             lease_ttl=LEASE_TTL,
+            replication_factor=replication_factor,
         )
         made.append(cluster)
         await cluster.start(workers)

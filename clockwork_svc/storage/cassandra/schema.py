@@ -373,13 +373,13 @@ async def load_layout(session: Any, keyspace: str) -> ClusterLayout | None:
 
 
 async def create_cluster_for_tests(
-    contact_points: list[str], keyspace: str, layout: ClusterLayout
+    contact_points: list[str], keyspace: str, layout: ClusterLayout, replication_factor: int = 1
 ) -> list[str]:
-    """A throwaway single-node keyspace (SimpleStrategy, replication factor 1)."""
+    """A throwaway keyspace (SimpleStrategy, replication factor 1 unless told)."""
     return await migrate(
         contact_points,
         keyspace,
-        replication={"class": "SimpleStrategy", "replication_factor": 1},
+        replication={"class": "SimpleStrategy", "replication_factor": replication_factor},
         layout=layout,
     )
 

@@ -1,0 +1,227 @@
+"""Faults of the replicated stores: the three-node Cassandra at replication factor 3 with
+the `periodic` commit log, and the three-member etcd, as docs/operations.md tells
+production to run them (started by `python -m e2e.infra up cassandra-cluster
+etcd-cluster`). Clockwork is given every node's and every member's address.
+
+- kill -9 one Cassandra node while firings are due, creates go on meanwhile: nothing
+  is lost (the other two replicas hold every acknowledged write) and hinted handoff
+  brings the node the writes it missed;
+- kill -9 two of the three nodes: creates are refused cleanly (UNAVAILABLE, nothing
+  acknowledged), deliveries wait, and all resumes when one node is back;
+- a rolling restart of the three nodes (what an upgrade does) while firings are due;
+- kill -9 the etcd leader: the workers' clients move to another member, leases are
+  kept or taken over, nothing is lost.
+
+Each test restarts whatever it killed, so the next one starts from a whole cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from clockwork_svc.errors import ClockworkError, Unavailable
+from e2e.checker import Window
+from e2e.cluster import Cluster as ClockworkCluster
+from e2e.cluster import now_ms, settle
+from e2e.infra import cassandra_cluster, etcd_cluster
+from e2e.infra.group import RunningGroup
+from e2e.sink import RecordingSink
+from e2e.workload import Workload
+from tests.conftest import require_server
+from tests.nemesis.common import assert_report
+from tests.nemesis.conftest import MakeCluster
+
+pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis, pytest.mark.replicated]
+
+
+def _whole(group: RunningGroup) -> None:
+    """Restart every member that is not running (a test's kill must not outlive it)."""
+    for member in group.members:
+        if not member.is_alive():
+            member.restart()
+
+
+@pytest.fixture
+def cassandra_nodes() -> Iterator[RunningGroup]:
+    require_server("CLOCKWORK_CASSANDRA_CLUSTER")
+    group = cassandra_cluster.attach()
+    assert group is not None, "the Cassandra cluster's members are not all running"
+    yield group
+    _whole(group)
+
+
+@pytest.fixture
+def etcd_members() -> Iterator[RunningGroup]:
+    require_server("CLOCKWORK_ETCD_CLUSTER")
+    group = etcd_cluster.attach()
+    assert group is not None, "the etcd cluster's members are not all running"
+    yield group
+    _whole(group)
+
+
+async def _replicated(
+    make_cluster: MakeCluster, cassandra: RunningGroup, etcd: str | None = None, workers: int = 2
+) -> ClockworkCluster:
+    return await make_cluster(
+        workers=workers,
+        cassandra=cassandra.address,
+        etcd=etcd or require_server("CLOCKWORK_ETCD_CLUSTER"),
+        shards=8,
+        replication_factor=3,
+    )
+
+
+async def _created(
+    cluster: ClockworkCluster, sink: RecordingSink, seed: int, prefix: str, count: int, end_ms: int
+) -> Workload:
+    """A seeded workload of `count` schedules due from 2 s from now to `end_ms`, created."""
+    workload = Workload(seed=seed, target=sink.url, prefix=prefix)
+    planned = workload.generate(count, now_ms() + 2_000, end_ms)
+    async with cluster.client() as client:
+        await workload.create(client, planned)
+    return workload
+
+
+def _keys_on_node(address: str, keyspace: str, tenant: str, keys: list[str]) -> set[str]:
+    """Which of `keys` the node at `address` holds itself (consistency ONE, that node only)."""
+    host, port = address.split(":")
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
+        consistency_level=ConsistencyLevel.ONE,
+    )
+    cluster = Cluster([host], port=int(port), execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        session = cluster.connect(keyspace)
+        found = set()
+        for key in keys:
+            row = session.execute(
+                "SELECT id FROM schedules WHERE tenant = %s AND key = %s", (tenant, key)
+            ).one()
+            if row is not None and row.id is not None:
+                found.add(key)
+        return found
+    finally:
+        cluster.shutdown()
+
+
+async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 61, "rf3one", 150, t0 + 40_000)
+    await asyncio.sleep(3)
+    victim = cassandra_nodes.members[1]
+    start = now_ms()
+    await asyncio.to_thread(victim.kill)
+    # Creates while the node is down: each is acknowledged at LOCAL_QUORUM by the two
+    # others, and the coordinators keep a hint for the dead one.
+    during = workload.generate(100, t0 + 12_000, t0 + 40_000)
+    async with cluster.client() as client:
+        await workload.create(client, during)
+    created_s = (now_ms() - start) / 1000
+    await asyncio.sleep(max(0.0, 10 - created_s))
+    restarting = time.monotonic()
+    await asyncio.to_thread(victim.restart)
+    window = Window("kill -9 one Cassandra node + restart", start, now_ms())
+    print(
+        f"node {victim.address} down for {(window.end_ms - window.start_ms) / 1000:.1f}s: "
+        f"{len(during)} creates took {created_s:.1f}s, "
+        f"its restart {time.monotonic() - restarting:.1f}s"
+    )
+    report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
+    assert_report("kill -9 one Cassandra node", report, cluster, duplicates=True)
+
+    # Hinted handoff: the restarted node holds, by itself, every schedule created
+    # while it was down.
+    keys = [p.key for p in during]
+    deadline = time.monotonic() + 60
+    while True:
+        held = await asyncio.to_thread(
+            _keys_on_node, victim.address, cluster.keyspace, cluster.tenant, keys
+        )
+        if len(held) == len(keys) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(2)
+    print(f"restarted node holds {len(held)} of the {len(keys)} schedules created while down")
+    assert len(held) == len(keys), f"missing on {victim.address}: {sorted(set(keys) - held)[:10]}"
+
+
+async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 62, "rf3two", 200, t0 + 35_000)
+    await asyncio.sleep(3)
+    victims = cassandra_nodes.members[1:]
+    start = now_ms()
+    for victim in victims:
+        await asyncio.to_thread(victim.kill)
+    # No quorum: a create must be refused (never acknowledged), with a clear status.
+    refused: list[ClockworkError] = []
+    refused_keys = []
+    async with cluster.client(timeout_s=5) as client:
+        for extra in workload.generate(5, t0 + 20_000, t0 + 35_000):
+            del workload.planned[extra.key]
+            try:
+                await client.create(extra.key, extra.spec)
+            except ClockworkError as exc:
+                refused.append(exc)
+                refused_keys.append(extra.key)
+            else:
+                pytest.fail(f"create {extra.key} acknowledged with two of three nodes down")
+    print(f"refused with two nodes down: {[f'{type(e).__name__}: {e}' for e in refused]}")
+    assert all(isinstance(e, Unavailable) for e in refused), refused
+    await asyncio.sleep(max(0.0, 8 - (now_ms() - start) / 1000))
+    await asyncio.to_thread(victims[0].restart)
+    window = Window("kill -9 two Cassandra nodes, restart one", start, now_ms())
+    print(f"quorum lost for {(window.end_ms - window.start_ms) / 1000:.1f}s")
+    report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=120)
+    assert_report("kill -9 two of three Cassandra nodes", report, cluster, duplicates=True)
+
+
+async def test_rolling_restart_of_cassandra_while_firings_are_due(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 63, "rf3roll", 300, t0 + 85_000)
+    windows = []
+    for node in cassandra_nodes.members:
+        start = now_ms()
+        # A graceful stop (drain, announce the shutdown), then the same node again.
+        await asyncio.to_thread(node.restart)
+        windows.append(Window(f"restart {node.address}", start, now_ms()))
+        print(f"{node.address} restarted in {(now_ms() - start) / 1000:.1f}s")
+        await asyncio.sleep(2)
+    report = await settle(cluster, workload, sink, t0 + 85_000, windows, timeout_s=90)
+    assert_report("rolling restart of Cassandra", report, cluster, duplicates=True)
+
+
+async def test_kill_9_the_etcd_leader(
+    cassandra_nodes: RunningGroup,
+    etcd_members: RunningGroup,
+    make_cluster: MakeCluster,
+    sink: RecordingSink,
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes, etcd_members.address, workers=3)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 64, "rf3etcd", 200, t0 + 30_000)
+    await asyncio.sleep(3)
+    leader = etcd_members.members[await asyncio.to_thread(etcd_cluster.leader_index, etcd_members)]
+    start = now_ms()
+    await asyncio.to_thread(leader.kill)
+    await asyncio.sleep(6)
+    await asyncio.to_thread(leader.restart)
+    window = Window("kill -9 the etcd leader + restart", start, now_ms())
+    report = await settle(cluster, workload, sink, t0 + 30_000, [window], timeout_s=90)
+    assert_report("kill -9 the etcd leader", report, cluster, duplicates=True)
+    await cluster.wait_all_owned(3, 30)
