@@ -21,7 +21,8 @@ TENANT = "bench"
 
 
 def servers() -> tuple[str, str]:
-    """Cassandra and etcd addresses from the harness's env lines."""
+    """Cassandra and etcd addresses from the harness's env lines (several, comma-separated,
+    for the three-node clusters: `CLOCKWORK_CASSANDRA=$CLOCKWORK_CASSANDRA_CLUSTER`)."""
     cassandra = os.environ.get("CLOCKWORK_CASSANDRA", "")
     etcd = os.environ.get("CLOCKWORK_ETCD", "")
     if not cassandra or not etcd:
@@ -52,6 +53,8 @@ class BenchCluster(Cluster):
             keyspace_prefix="bench_",
             worker_flags=("--max-concurrent-deliveries", str(max_concurrent_deliveries)),
             tenant=TENANT,
+            # Given a cluster's nodes (`up cassandra-cluster`), replicate as production.
+            replication_factor=min(3, len(cassandra.split(","))),
         )
         # Every process of the cluster (api and workers) collects with this threshold.
         self.env["CLOCKWORK_GC_YOUNG_THRESHOLD"] = str(gc_young_threshold)

@@ -27,22 +27,34 @@ def cpu_per_100k(usage: Mapping[str, Usage], firings: int) -> dict[str, float]:
 def listener_pid(address: str) -> int | None:
     """The pid of the local process listening on `address` ("host:port"), if any: the
     harness's Cassandra, say, whose CPU belongs in a benchmark's cost figures."""
-    port = int(address.rsplit(":", 1)[1])
+    host, _, port_text = address.rpartition(":")
+    port = int(port_text)
     for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+        if (
+            conn.status == psutil.CONN_LISTEN
+            and conn.laddr
+            and conn.laddr.port == port
+            # Several nodes of a cluster may share a port, each on its own address.
+            and conn.laddr.ip in (host, "0.0.0.0", "::")
+        ):
             return int(conn.pid) if conn.pid is not None else None
     return None
 
 
+GROUP_MARK = "#"
+"""`cassandra#2`: the second process of the group `cassandra` (a cluster's nodes)."""
+
+
 def listening(addresses: dict[str, str | None]) -> dict[str, int]:
-    """Name -> pid of the local process listening on each address given ("host:port",
-    or a comma-separated list whose first entry is used); names whose address is None
-    or served from elsewhere are left out."""
+    """Name -> pid of the local process listening on each address given ("host:port");
+    a comma-separated list names a group (`name`, `name#2`, ...: ResourceMonitor adds
+    their CPU up). Names whose address is None or served from elsewhere are left out."""
     found: dict[str, int] = {}
     for name, address in addresses.items():
-        pid = None if not address else listener_pid(address.split(",")[0])
-        if pid is not None:
-            found[name] = pid
+        for index, entry in enumerate((address or "").split(",")):
+            pid = listener_pid(entry) if entry else None
+            if pid is not None:
+                found[name if index == 0 else f"{name}{GROUP_MARK}{index + 1}"] = pid
     return found
 
 
@@ -88,7 +100,23 @@ class ResourceMonitor:
             except psutil.NoSuchProcess:
                 cpu = float("nan")
             usage[name] = Usage(round(cpu, 2), round(self._peak[name] / 2**20, 1))
-        return usage
+        return fold_groups(usage)
+
+
+def fold_groups(usage: Mapping[str, Usage]) -> dict[str, Usage]:
+    """One entry per group (`listening`): the CPU of its processes added up, and the
+    largest peak RSS among them (each node's own)."""
+    folded: dict[str, Usage] = {}
+    for name, u in usage.items():
+        group = name.split(GROUP_MARK, 1)[0]
+        if group in folded:
+            before = folded[group]
+            folded[group] = Usage(
+                round(before.cpu_s + u.cpu_s, 2), max(before.peak_rss_mb, u.peak_rss_mb)
+            )
+        else:
+            folded[group] = u
+    return folded
 
 
 class RssTimeline:

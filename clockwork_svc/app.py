@@ -63,6 +63,7 @@ async def open_store(settings: ProcessSettings, clock: Clock, *, serves_api: boo
         write_batch=c.write_batch,
         batch_linger_s=c.batch_linger_ms / 1000,
         read_linger_s=0.0 if serves_api else c.batch_linger_ms / 1000,
+        speculative_delay_s=c.speculative_delay_ms / 1000,
     )
 
 

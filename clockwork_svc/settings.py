@@ -36,6 +36,11 @@ class CassandraSettings:
     # How long a worker gathers its per-firing upserts, and its schedule reads (read
     # ahead of the due time), into one request (0: one event-loop turn's worth).
     batch_linger_ms: float = 20.0
+    # A read or idempotent write not answered within this many ms is also sent to
+    # another node, and the first answer wins (0: never): a node its clients cannot
+    # reach, or a slow one, then holds a request up this long instead of until the
+    # request timeout (10 s).
+    speculative_delay_ms: float = 200.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,9 @@ class Cluster:
             "--shards",
             str(self.shards),
             env=self.env,
+            # Every DDL statement waits for the schema to agree on every node: tens of
+            # seconds on a three-node cluster sharing two cores.
+            timeout_s=60 * self.replication_factor,
         )
         if code != 0:
             raise RuntimeError(f"schema migrate failed: {err}")
@@ -123,10 +126,12 @@ class Cluster:
             *self.worker_flags,
         ]
 
-    async def add_worker(self) -> ClockworkProcess:
+    async def add_worker(self, etcd: str | None = None) -> ClockworkProcess:
+        """`etcd`: this worker's own etcd endpoints (default: the cluster's)."""
         n = len(self.workers)
+        env = self.env if etcd is None else {**self.env, "CLOCKWORK_ETCD": etcd}
         proc = await ClockworkProcess(
-            self.worker_args(), self.run_dir / f"worker{n}.log", self.env
+            self.worker_args(), self.run_dir / f"worker{n}.log", env
         ).start()
         self.workers.append(proc)
         return proc

@@ -235,6 +235,7 @@ def _cassandra_settings(
     cassandra_connect_timeout: float,
     cassandra_write_batch: int,
     cassandra_batch_linger_ms: float,
+    cassandra_speculative_delay_ms: float,
 ) -> CassandraSettings:
     points = tuple(p.strip() for p in cassandra.split(",") if p.strip())
     for point in points:
@@ -248,6 +249,7 @@ def _cassandra_settings(
         connect_timeout_s=cassandra_connect_timeout,
         write_batch=cassandra_write_batch,
         batch_linger_ms=cassandra_batch_linger_ms,
+        speculative_delay_ms=cassandra_speculative_delay_ms,
     )
 
 
@@ -296,6 +298,15 @@ _cassandra_options = option_group(
         show_default=True,
         help="How long a worker gathers per-firing upserts and read-ahead schedule reads "
         "into one request (0: one event-loop turn).",
+    ),
+    click.option(
+        "--cassandra-speculative-delay-ms",
+        envvar="CLOCKWORK_CASSANDRA_SPECULATIVE_DELAY_MS",
+        type=click.FloatRange(0, 10_000),
+        default=_CASSANDRA.speculative_delay_ms,
+        show_default=True,
+        help="Send a read or idempotent write not answered within this time to another "
+        "node too; the first answer wins (0: never).",
     ),
 )
 

@@ -28,15 +28,21 @@ class _Member(NamedTuple):
     ip_version: int | None  # None: a DNS name
 
 
-def grpc_target(endpoints: str) -> str:
+def grpc_target(endpoints: str, first: int = 0) -> str:
     """`HOST[:PORT][,...]` -> the gRPC target of every member; ValueError when invalid.
 
-    One IP address gives a plain `HOST:PORT` target.
+    One IP address gives a plain `HOST:PORT` target. `first` rotates a list of
+    addresses so that member `first` (modulo their number) is listed, and so tried,
+    first: a client that could not keep a lease through one member starts its next
+    session on another, instead of on a member cut off in a minority that still
+    accepts connections.
     """
     members = [
         _member(entry.strip(), number, endpoints)
         for number, entry in enumerate(endpoints.split(","), start=1)
     ]
+    shift = first % len(members)
+    members = members[shift:] + members[:shift]
     names = [m for m in members if m.ip_version is None]
     if names:
         if len(members) > 1:

@@ -69,14 +69,15 @@ class ClusterView:
 CONNECT_TIMEOUT_MS = 5_000
 
 
-async def connect(endpoint: str, timeout_s: float = 5.0) -> aetcd.Client:
+async def connect(endpoint: str, timeout_s: float = 5.0, first: int = 0) -> aetcd.Client:
     """A client over one channel to every member that `endpoint` names (see
-    clockwork_svc/coordination/endpoints.py): gRPC fails over between them."""
+    clockwork_svc/coordination/endpoints.py): gRPC fails over between them, trying
+    member `first` first."""
     # aetcd opens its channel on f"{host}:{port}" and has no parameter for a target.
     # Every target ends in ":PORT", so splitting it at its last colon gives back the
     # same string (scheme and member list included), and aetcd's own connect() (stubs,
     # authentication, watcher) stays as it is; test_etcd_endpoints pins this.
-    host, _, port = endpoints.grpc_target(endpoint).rpartition(":")
+    host, _, port = endpoints.grpc_target(endpoint, first).rpartition(":")
     # Short reconnect backoff: after an etcd restart the default gRPC backoff keeps
     # failing calls for about half a second longer than needed. gRPC core also takes
     # `min_reconnect_backoff_ms` as the connect timeout of every attempt, so it stays
@@ -186,14 +187,18 @@ class EtcdCoordinator:
         return not self._stopping and self.guard.valid(self._clock.monotonic())
 
     async def run(self) -> None:
-        """Hold a lease and shards until stopped; start over after any lease trouble."""
+        """Hold a lease and shards until stopped; start over after any lease trouble,
+        through the next etcd member: the one just used may be cut off in a minority,
+        where it still accepts connections but cannot grant or keep a lease."""
         backoff = 0.5
+        first_member = 0
         while not self._stopping:
             try:
-                await self._session()
+                await self._session(first_member)
                 backoff = 0.5
             except (CoordinationError, aetcd.ClientError, OSError) as exc:
                 log.warning("coordination: %s; dropping all shards", exc)
+                first_member += 1
             finally:
                 await self._host.drop_all_shards()
                 self.guard.lost()
@@ -206,8 +211,8 @@ class EtcdCoordinator:
         self._stopping = True
         self._wake.set()
 
-    async def _session(self) -> None:
-        client = await connect(self._settings.endpoint)
+    async def _session(self, first_member: int) -> None:
+        client = await connect(self._settings.endpoint, first=first_member)
         try:
             sent = self._clock.monotonic()
             lease = await client.lease(self._settings.lease_ttl_s)

@@ -80,6 +80,7 @@ class ShardScanner:
         self._scanned_to = 0
         self._last_write_m = 0.0
         self._wake = asyncio.Event()
+        self._advancing: asyncio.Task[None] | None = None
 
     def offer(self, firing: Firing) -> None:
         """Add a firing known from elsewhere (written by this process); deduplicated."""
@@ -109,13 +110,22 @@ class ShardScanner:
             while self.active:
                 now_m = self._clock.monotonic()
                 try:
+                    self._check_cursor()
                     if now_m - last_sweep >= self._settings.sweep_interval_ms / 1000:
                         await self._sweep_and_scan()
                         last_sweep = now_m
                     else:
                         await self._forward_scan()
-                    if now_m - last_advance >= self._settings.cursor_interval_ms / 1000:
-                        await self._advance_cursor()
+                    if (
+                        self._advancing is None
+                        and now_m - last_advance >= self._settings.cursor_interval_ms / 1000
+                    ):
+                        # Beside the scan, not in its way: a compare-and-set held up
+                        # (a coordinator its clients cannot reach answers only at the
+                        # request timeout) must not hold up the shard's firings.
+                        self._advancing = asyncio.create_task(
+                            self._advance_cursor(), name=f"cursor-{self.shard}"
+                        )
                         last_advance = now_m
                 except StoreUnavailable as exc:
                     log.warning("shard %d: store unavailable, retrying: %s", self.shard, exc)
@@ -135,6 +145,22 @@ class ShardScanner:
             self._on_fenced()
         finally:
             self.active = False
+            if self._advancing is not None:
+                self._advancing.cancel()
+
+    def _check_cursor(self) -> None:
+        """Take the outcome of a finished cursor write: Fenced is raised; a store error
+        is logged (the next write comes at the next cursor interval)."""
+        if self._advancing is None or not self._advancing.done():
+            return
+        advancing, self._advancing = self._advancing, None
+        if advancing.cancelled():
+            return
+        exc = advancing.exception()
+        if isinstance(exc, StoreUnavailable):
+            log.warning("shard %d: cursor not written, retrying later: %s", self.shard, exc)
+        elif exc is not None:
+            raise exc
 
     async def _acquire(self) -> None:
         while True:

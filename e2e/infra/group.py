@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from . import cgroups
 from .paths import default_state_dir
 from .server import InfraError, ProbeError, Running, Server, Status, rebuild_state_env, write_env
 
@@ -67,6 +68,7 @@ class ServerGroup(abc.ABC):
         self.fetch()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.assign_ports()
+        self._in_own_cgroups()
         started = time.monotonic()
         with ThreadPoolExecutor(len(self.members)) as pool:
             running = list(pool.map(lambda member: member.start(timeout), self.members))
@@ -76,6 +78,11 @@ class ServerGroup(abc.ABC):
         group = RunningGroup(self, running, f"{detail}; formed in {took:.1f}s")
         write_env(self.dir / "env", group.env)
         return group
+
+    def _in_own_cgroups(self) -> None:
+        """Each member is launched in a cgroup of its own (cgroups.py), where there are."""
+        for member in self.members:
+            member.cgroup = cgroups.own_cgroup(member.dir)
 
     def wait_formed(self, running: Sequence[Running]) -> str:
         deadline = time.monotonic() + self.form_timeout
@@ -92,6 +99,7 @@ class ServerGroup(abc.ABC):
 
     def attach(self) -> RunningGroup | None:
         """Handles on the running members (started by the CLI), or None if one is missing."""
+        self._in_own_cgroups()  # a member restarted through its handle goes back into it
         running = [member.attach() for member in self.members]
         if any(r is None for r in running):
             return None
@@ -100,6 +108,7 @@ class ServerGroup(abc.ABC):
     def down(self, *, keep_data: bool = False) -> None:
         for member in reversed(self.members):
             member.down(keep_data=keep_data)
+            cgroups.remove(member.dir)
         (self.dir / "env").unlink(missing_ok=True)
         if not keep_data:
             shutil.rmtree(self.dir, ignore_errors=True)

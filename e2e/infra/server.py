@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
+from .cgroups import launched_in
 from .paths import default_cache_dir, default_state_dir
 from .process import (
     LOOPBACK,
@@ -95,6 +96,8 @@ class Server(abc.ABC):
     port_names: ClassVar[tuple[str, ...]]
     """Ports to allocate; the first one is the client port published in ``env``."""
     host: str = LOOPBACK
+    cgroup: Path | None = None
+    """A cgroup v2 to launch the process in (``cgroups.py``); a group's members have one."""
     ready_timeout: ClassVar[float] = 180.0
     stop_timeout: ClassVar[float] = 30.0
 
@@ -252,7 +255,8 @@ class Server(abc.ABC):
             fh.write(f"\n=== clockwork-infra: starting {self.name} at {stamp} ===\n")
         log.info("starting %s on %s (log: %s)", self.name, dict(ports), self.log_path)
         try:
-            pid = spawn_daemon(spec.argv, cwd=spec.cwd, env=spec.env, log_path=self.log_path)
+            argv = spec.argv if self.cgroup is None else launched_in(self.cgroup, spec.argv)
+            pid = spawn_daemon(argv, cwd=spec.cwd, env=spec.env, log_path=self.log_path)
         except SpawnError as exc:
             raise InfraError(f"{self.name}: {exc}") from exc
         write_pid_file(self.pid_path, pid)

@@ -9,8 +9,14 @@ etcd-cluster`). Clockwork is given every node's and every member's address.
 - kill -9 two of the three nodes: creates are refused cleanly (UNAVAILABLE, nothing
   acknowledged), deliveries wait, and all resumes when one node is back;
 - a rolling restart of the three nodes (what an upgrade does) while firings are due;
+- a partition between Clockwork (api and workers) and one Cassandra node, which stays
+  in touch with its peers: requests move to the other two, nothing is lost;
+- one Cassandra node slowed to a tenth of its speed: lag figures, nothing lost;
 - kill -9 the etcd leader: the workers' clients move to another member, leases are
-  kept or taken over, nothing is lost.
+  kept or taken over, nothing is lost;
+- one etcd member cut off from the other two, alone with one worker connected to it:
+  that worker cannot keep its lease through a minority member, so it stops
+  dispatching before the others take its shards over; nothing lost, nothing repeated.
 
 Each test restarts whatever it killed, so the next one starts from a whole cluster.
 """
@@ -27,16 +33,19 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from clockwork_svc.errors import ClockworkError, Unavailable
+from e2e import loopback_cut
 from e2e.checker import Window
 from e2e.cluster import Cluster as ClockworkCluster
 from e2e.cluster import now_ms, settle
 from e2e.infra import cassandra_cluster, etcd_cluster
 from e2e.infra.group import RunningGroup
+from e2e.overload import throttle
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
 from tests.conftest import require_server
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import MakeCluster
+from tests.support.processes import ClockworkProcess
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis, pytest.mark.replicated]
 
@@ -206,6 +215,43 @@ async def test_rolling_restart_of_cassandra_while_firings_are_due(
     assert_report("rolling restart of Cassandra", report, cluster, duplicates=True)
 
 
+async def test_partition_between_clockwork_and_one_cassandra_node(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    why = loopback_cut.available()
+    if why:
+        pytest.skip(why)
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 65, "rf3cut", 250, t0 + 40_000)
+    await asyncio.sleep(3)
+    node = cassandra_nodes.members[2]
+    host, port = node.address.split(":")
+    with loopback_cut.LoopbackCut() as cut:
+        start = now_ms()
+        cut.cut(host, int(port))  # its client port only: its peers still reach it
+        await asyncio.sleep(15)
+        cut.heal()
+        window = Window(f"clients cut from {node.address}", start, now_ms())
+    report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
+    assert_report("partition Clockwork / one Cassandra node", report, cluster, duplicates=True)
+
+
+async def test_one_slow_cassandra_node(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 66, "rf3slow", 250, t0 + 40_000)
+    await asyncio.sleep(3)
+    node = cassandra_nodes.members[1]
+    start = now_ms()
+    await throttle(node.pid, 15)  # a tenth of its speed: 20 ms of every 200 ms
+    window = Window(f"{node.address} at a tenth of its speed", start, now_ms())
+    report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
+    assert_report("one slow Cassandra node", report, cluster, duplicates=True)
+
+
 async def test_kill_9_the_etcd_leader(
     cassandra_nodes: RunningGroup,
     etcd_members: RunningGroup,
@@ -225,3 +271,54 @@ async def test_kill_9_the_etcd_leader(
     report = await settle(cluster, workload, sink, t0 + 30_000, [window], timeout_s=90)
     assert_report("kill -9 the etcd leader", report, cluster, duplicates=True)
     await cluster.wait_all_owned(3, 30)
+
+
+async def test_etcd_member_alone_with_a_worker(
+    cassandra_nodes: RunningGroup,
+    etcd_members: RunningGroup,
+    make_cluster: MakeCluster,
+    sink: RecordingSink,
+) -> None:
+    why = loopback_cut.available()
+    if why:
+        pytest.skip(why)
+    # The member to isolate: a follower, and not the first listed (the test's own
+    # cluster-status reads connect to the first).
+    leader = await asyncio.to_thread(etcd_cluster.leader_index, etcd_members)
+    lone = next(i for i in (2, 1) if i != leader)
+    member = etcd_members.members[lone]
+    cgroup = member.server.cgroup
+    if cgroup is None:
+        pytest.skip("no cgroup v2 hierarchy to tell the member's packets apart")
+    cluster = await _replicated(make_cluster, cassandra_nodes, etcd_members.address, workers=2)
+    # A third worker whose client connects to the lone member first.
+    others = [m.address for i, m in enumerate(etcd_members.members) if i != lone]
+    lone_worker = await cluster.add_worker(etcd=",".join([member.address, *others]))
+    await cluster.wait_all_owned(3, 60)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 67, "rf3lone", 250, t0 + 35_000)
+    await asyncio.sleep(3)
+    peer_ports = [m.ports["peer"] for i, m in enumerate(etcd_members.members) if i != lone]
+    with loopback_cut.LoopbackCut() as cut:
+        start = now_ms()
+        cut.isolate(cgroup, member.ports["peer"], peer_ports)
+        # Its keepalives go unanswered: it stops dispatching, drops its shards and
+        # starts a new session through the next member, while the partition lasts.
+        for _ in range(150):  # 30 s
+            if _registrations(lone_worker) >= 2:
+                break
+            await asyncio.sleep(0.2)
+        moved_s = (now_ms() - start) / 1000
+        assert _registrations(lone_worker) == 2, "the lone worker never left its member"
+        await cluster.wait_all_owned(3, 30)
+        print(f"the lone worker registered through another member {moved_s:.1f}s after the cut")
+        await asyncio.sleep(max(0.0, 15 - (now_ms() - start) / 1000))
+        cut.heal()
+        window = Window(f"etcd {member.address} alone with a worker", start, now_ms())
+    report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=90)
+    assert_report("etcd member alone with a worker", report, cluster, duplicates=False)
+
+
+def _registrations(worker: ClockworkProcess) -> int:
+    """How many leases the worker has registered under (one per coordination session)."""
+    return worker.log().count("registered (lease")

@@ -63,7 +63,9 @@ class ClockworkProcess:
         return self.log_path.read_text(errors="replace")
 
 
-async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+async def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout_s: float = 60
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         *CLOCKWORK,
         *args,
@@ -71,6 +73,6 @@ async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, s
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()

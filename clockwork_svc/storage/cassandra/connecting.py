@@ -20,6 +20,7 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.policies import (
+    ConstantSpeculativeExecutionPolicy,
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
     TokenAwarePolicy,
@@ -44,6 +45,8 @@ PROFILE_SCHEMA = "clockwork-schema"
 """DDL: the driver waits for schema agreement inside the request."""
 
 _REQUEST_TIMEOUT_S = 10.0
+# One more node tried (token-aware: another replica) for a request that is slow.
+_SPECULATIVE_ATTEMPTS = 1
 _LWT_TIMEOUT_S = 15.0
 _SCHEMA_TIMEOUT_S = 120.0
 # The driver's own per-attempt limits (TCP connect, control connection queries).
@@ -82,17 +85,25 @@ def parse_contact_point(point: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _profiles(local_dc: str | None) -> dict[Any, ExecutionProfile]:
+def _profiles(local_dc: str | None, speculative_delay_s: float) -> dict[Any, ExecutionProfile]:
     def profile(**kw: Any) -> ExecutionProfile:
         # A fresh policy per profile: the driver populates each profile's policy itself.
         lbp = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
         return ExecutionProfile(load_balancing_policy=lbp, row_factory=dict_factory, **kw)
 
+    # The driver only ever repeats statements marked idempotent: reads and upserts,
+    # never a compare-and-set.
+    speculative = (
+        ConstantSpeculativeExecutionPolicy(speculative_delay_s, _SPECULATIVE_ATTEMPTS)
+        if speculative_delay_s > 0
+        else None
+    )
     return {
         PROFILE_DEFAULT: profile(
             consistency_level=ConsistencyLevel.LOCAL_QUORUM,
             serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL,
             request_timeout=_REQUEST_TIMEOUT_S,
+            speculative_execution_policy=speculative,
         ),
         PROFILE_LWT: profile(
             consistency_level=ConsistencyLevel.LOCAL_QUORUM,
@@ -130,6 +141,7 @@ def _connect_once(
     local_dc: str | None,
     credentials: Credentials | None,
     attempt_timeout_s: float,
+    speculative_delay_s: float,
 ) -> tuple[Any, Any]:
     """Blocking: build a Cluster and open a Session (no keyspace; CQL names it)."""
     auth = (
@@ -141,7 +153,7 @@ def _connect_once(
         contact_points=points,
         # Cassandra 4.0+ speaks v5; pinning it avoids a noisy downgrade handshake.
         protocol_version=ProtocolVersion.V5,
-        execution_profiles=_profiles(local_dc),
+        execution_profiles=_profiles(local_dc, speculative_delay_s),
         auth_provider=auth,
         connect_timeout=attempt_timeout_s,
         control_connection_timeout=attempt_timeout_s,
@@ -180,6 +192,7 @@ async def connect(
     username: str | None = None,
     password: str | None = None,
     timeout_s: float = 60.0,
+    speculative_delay_s: float = 0.0,
 ) -> tuple[Any, Any]:
     """Return `(cluster, session)`, retrying an unreachable cluster until `timeout_s`.
 
@@ -201,7 +214,7 @@ async def connect(
         per_attempt = max(0.5, min(_ATTEMPT_CONNECT_TIMEOUT_S, remaining))
         try:
             return await asyncio.to_thread(
-                _connect_once, points, local_dc, credentials, per_attempt
+                _connect_once, points, local_dc, credentials, per_attempt, speculative_delay_s
             )
         except _UNREACHABLE as exc:
             if _auth_failure(exc):

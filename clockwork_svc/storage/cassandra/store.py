@@ -346,6 +346,7 @@ class CassandraStore:
         write_batch: int = DEFAULT_MAX_STATEMENTS,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
+        speculative_delay_s: float = 0.0,
     ) -> CassandraStore:
         """Connect (retrying an unreachable cluster until `connect_timeout_s`), check the
         keyspace's schema and layout, and prepare every statement.
@@ -353,7 +354,8 @@ class CassandraStore:
         `batch_linger_s`: how long the per-firing upserts are gathered into one batch
         (they follow a delivery: no client waits on them); `read_linger_s`: the same for
         schedule reads (a worker's read ahead of the due time; an api's answer a client
-        waits for, so 0 there)."""
+        waits for, so 0 there); `speculative_delay_s`: after how long an idempotent
+        request unanswered is also sent to another node (0: never)."""
         schema.check_keyspace(keyspace)
         cluster, session = await connecting.connect(
             contact_points,
@@ -361,6 +363,7 @@ class CassandraStore:
             username=username,
             password=password,
             timeout_s=connect_timeout_s,
+            speculative_delay_s=speculative_delay_s,
         )
         try:
             layout, retention_s = await _check_schema(session, keyspace, contact_points)

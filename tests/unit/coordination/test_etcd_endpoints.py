@@ -36,6 +36,14 @@ def test_members_become_one_target(endpoints: str, target: str) -> None:
     assert grpc_target(endpoints) == target
 
 
+def test_a_new_session_starts_on_the_next_member() -> None:
+    members = "10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379"
+    assert grpc_target(members, 1) == "ipv4:10.0.0.2:2379,10.0.0.3:2379,10.0.0.1:2379"
+    assert grpc_target(members, 5) == "ipv4:10.0.0.3:2379,10.0.0.1:2379,10.0.0.2:2379"
+    assert grpc_target(members, 3) == grpc_target(members)
+    assert grpc_target("etcd.db.svc:2379", 2) == "dns:///etcd.db.svc:2379"
+
+
 @pytest.mark.parametrize(
     ("endpoints", "message"),
     [

@@ -143,3 +143,44 @@ async def test_a_shard_at_its_pending_limit_reads_nothing(tmp_path: Path) -> Non
         await asyncio.sleep(0.3)  # six polls
         assert sum(store.scans.values()) == scans
     assert admitted == ["f0", "f1"]
+
+
+class StuckCursorStore(CountingStore):
+    """Its cursor writes never answer (a coordinator its clients cannot reach), until
+    `release` is set; then they report `fenced` or success."""
+
+    release: asyncio.Event
+    fenced: bool
+
+    async def advance_cursor(self, shard: int, position_ms: int, epoch: int) -> bool:
+        await self.release.wait()
+        return not self.fenced
+
+
+async def test_a_cursor_write_held_up_does_not_hold_up_the_scan(tmp_path: Path) -> None:
+    store = await StuckCursorStore.open(tmp_path / "db", ClusterLayout(1, 60_000, CLOCK.now_ms()))
+    assert isinstance(store, StuckCursorStore)
+    store.full_reads, store.scans = Counter(), Counter()
+    store.release, store.fenced = asyncio.Event(), True
+    admitted: list[str] = []
+    settings = dataclasses.replace(SETTINGS, cursor_interval_ms=50)
+    fenced: list[int] = []
+    scanner = ShardScanner(
+        SHARD,
+        1,
+        store,
+        CLOCK,
+        settings,
+        lambda f, _: admitted.append(f.schedule_key),
+        on_fenced=lambda: fenced.append(SHARD),
+    )
+    now = CLOCK.now_ms()
+    async with running(scanner, store):
+        await asyncio.sleep(0.3)  # a cursor write is in flight, and stuck
+        await store.put_firings([firing("later", now + 600)])
+        await eventually(lambda: "later" in admitted)
+        assert fenced == []
+        # When the write answers that a newer owner holds the shard, the scanner stops.
+        store.release.set()
+        await eventually(lambda: fenced == [SHARD])
+    assert not scanner.active
