@@ -1,4 +1,4 @@
-.PHONY: dev test proto lint typecheck infra-up infra-down unit bench
+.PHONY: dev test test-replicated proto lint typecheck infra-up infra-down unit bench
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,6 +15,10 @@ dev: $(PY)
 ## The whole test suite: installs everything, starts real servers, runs all tests.
 test:
 	./scripts/test.sh
+
+## The replicated stores' suite (three Cassandra nodes, three etcd members); after `make test`.
+test-replicated:
+	./scripts/test-replicated.sh
 
 ## Only the tests that need no servers.
 unit: $(PY)

@@ -53,10 +53,12 @@ _SCAN_PAGE = 500
 _ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
 
 
-async def open_store(contact_point: str, keyspace: str) -> Store:
+async def open_store(contact_points: str, keyspace: str) -> Store:
     """The store as a worker opens it (`clockwork_svc.app.open_store`): the same write
-    batch and lingers."""
-    cassandra = CassandraSettings(contact_points=(contact_point,), keyspace=keyspace)
+    batch, lingers and speculative delay. `contact_points`: comma-separated."""
+    cassandra = CassandraSettings(
+        contact_points=tuple(contact_points.split(",")), keyspace=keyspace
+    )
     settings = ProcessSettings(store=StoreSettings(kind="cassandra", cassandra=cassandra))
     return await app.open_store(settings, SystemClock(), serves_api=False)
 

@@ -51,39 +51,15 @@ trap '.venv/bin/python -m e2e.infra down || true' EXIT
 cat .infra.env
 set -a; . ./.infra.env; set +a
 
+log "pytest"
 export CLOCKWORK_REQUIRE_INFRA=1
-# pytest's exit code 5 (no test collected) fails the run, unless the caller chose the
-# tests (`make test ARGS`) and none of them is in this stage.
-run_pytest() {
-  local rc=0
-  .venv/bin/python -m pytest -q -ra -p no:cacheprovider "$@" || rc=$?
-  if [ "$rc" -eq 5 ]; then
-    if [ "$CALLER_ARGS" -gt 0 ]; then return 0; fi
-    echo "pytest collected no tests: failing" >&2
-    return 1
-  fi
-  return "$rc"
-}
-CALLER_ARGS=$#
-
-log "pytest: single-node stores"
 set +e
-run_pytest -m "not replicated" "$@"
+# The replicated stores' suite needs the three-member clusters: scripts/test-replicated.sh.
+.venv/bin/python -m pytest -q -ra -p no:cacheprovider -m "not replicated" "$@"
 rc=$?
 set -e
-
-# The replicated stores: three Cassandra nodes at replication factor 3 and three etcd
-# members, as production runs them. The single servers stop first: two cores.
-log "starting the replicated stores (e2e/infra)"
-.venv/bin/python -m e2e.infra down
-.venv/bin/python -m e2e.infra up cassandra-cluster etcd-cluster > .infra-replicated.env
-cat .infra-replicated.env
-set -a; . ./.infra-replicated.env; set +a
-
-log "pytest: replicated stores"
-set +e
-run_pytest -m replicated "$@"
-rc_replicated=$?
-set -e
-if [ "$rc" -ne 0 ]; then exit "$rc"; fi
-exit "$rc_replicated"
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$rc"

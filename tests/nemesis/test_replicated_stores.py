@@ -18,7 +18,10 @@ etcd-cluster`). Clockwork is given every node's and every member's address.
   that worker cannot keep its lease through a minority member, so it stops
   dispatching before the others take its shards over; nothing lost, nothing repeated.
 
-Each test restarts whatever it killed, so the next one starts from a whole cluster.
+Each test restarts whatever it killed, so the next one starts from a whole cluster. The
+tests that restart Cassandra nodes run last: after kill -9 of two nodes and a rolling
+restart, one node has been seen to stop taking schema changes (a schema disagreement
+that fails the next test's keyspace creation; docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -118,101 +121,6 @@ def _keys_on_node(address: str, keyspace: str, tenant: str, keys: list[str]) -> 
         return found
     finally:
         cluster.shutdown()
-
-
-async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
-    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
-) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
-    t0 = now_ms()
-    workload = await _created(cluster, sink, 61, "rf3one", 150, t0 + 40_000)
-    await asyncio.sleep(3)
-    victim = cassandra_nodes.members[1]
-    start = now_ms()
-    await asyncio.to_thread(victim.kill)
-    # Creates while the node is down: each is acknowledged at LOCAL_QUORUM by the two
-    # others, and the coordinators keep a hint for the dead one.
-    during = workload.generate(100, t0 + 12_000, t0 + 40_000)
-    async with cluster.client() as client:
-        await workload.create(client, during)
-    created_s = (now_ms() - start) / 1000
-    await asyncio.sleep(max(0.0, 10 - created_s))
-    restarting = time.monotonic()
-    await asyncio.to_thread(victim.restart)
-    window = Window("kill -9 one Cassandra node + restart", start, now_ms())
-    print(
-        f"node {victim.address} down for {(window.end_ms - window.start_ms) / 1000:.1f}s: "
-        f"{len(during)} creates took {created_s:.1f}s, "
-        f"its restart {time.monotonic() - restarting:.1f}s"
-    )
-    report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
-    assert_report("kill -9 one Cassandra node", report, cluster, duplicates=True)
-
-    # Hinted handoff: the restarted node holds, by itself, every schedule created
-    # while it was down.
-    keys = [p.key for p in during]
-    deadline = time.monotonic() + 60
-    while True:
-        held = await asyncio.to_thread(
-            _keys_on_node, victim.address, cluster.keyspace, cluster.tenant, keys
-        )
-        if len(held) == len(keys) or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(2)
-    print(f"restarted node holds {len(held)} of the {len(keys)} schedules created while down")
-    assert len(held) == len(keys), f"missing on {victim.address}: {sorted(set(keys) - held)[:10]}"
-
-
-async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
-    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
-) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
-    t0 = now_ms()
-    workload = await _created(cluster, sink, 62, "rf3two", 200, t0 + 35_000)
-    await asyncio.sleep(3)
-    victims = cassandra_nodes.members[1:]
-    start = now_ms()
-    for victim in victims:
-        await asyncio.to_thread(victim.kill)
-    # No quorum: a create must be refused (never acknowledged), with a clear status.
-    refused: list[ClockworkError] = []
-    refused_keys = []
-    async with cluster.client(timeout_s=5) as client:
-        for extra in workload.generate(5, t0 + 20_000, t0 + 35_000):
-            del workload.planned[extra.key]
-            try:
-                await client.create(extra.key, extra.spec)
-            except ClockworkError as exc:
-                refused.append(exc)
-                refused_keys.append(extra.key)
-            else:
-                pytest.fail(f"create {extra.key} acknowledged with two of three nodes down")
-    print(f"refused with two nodes down: {[f'{type(e).__name__}: {e}' for e in refused]}")
-    assert all(isinstance(e, Unavailable) for e in refused), refused
-    await asyncio.sleep(max(0.0, 8 - (now_ms() - start) / 1000))
-    await asyncio.to_thread(victims[0].restart)
-    window = Window("kill -9 two Cassandra nodes, restart one", start, now_ms())
-    print(f"quorum lost for {(window.end_ms - window.start_ms) / 1000:.1f}s")
-    report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=120)
-    assert_report("kill -9 two of three Cassandra nodes", report, cluster, duplicates=True)
-
-
-async def test_rolling_restart_of_cassandra_while_firings_are_due(
-    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
-) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
-    t0 = now_ms()
-    workload = await _created(cluster, sink, 63, "rf3roll", 300, t0 + 85_000)
-    windows = []
-    for node in cassandra_nodes.members:
-        start = now_ms()
-        # A graceful stop (drain, announce the shutdown), then the same node again.
-        await asyncio.to_thread(node.restart)
-        windows.append(Window(f"restart {node.address}", start, now_ms()))
-        print(f"{node.address} restarted in {(now_ms() - start) / 1000:.1f}s")
-        await asyncio.sleep(2)
-    report = await settle(cluster, workload, sink, t0 + 85_000, windows, timeout_s=90)
-    assert_report("rolling restart of Cassandra", report, cluster, duplicates=True)
 
 
 async def test_partition_between_clockwork_and_one_cassandra_node(
@@ -322,3 +230,98 @@ async def test_etcd_member_alone_with_a_worker(
 def _registrations(worker: ClockworkProcess) -> int:
     """How many leases the worker has registered under (one per coordination session)."""
     return worker.log().count("registered (lease")
+
+
+async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 61, "rf3one", 150, t0 + 40_000)
+    await asyncio.sleep(3)
+    victim = cassandra_nodes.members[1]
+    start = now_ms()
+    await asyncio.to_thread(victim.kill)
+    # Creates while the node is down: each is acknowledged at LOCAL_QUORUM by the two
+    # others, and the coordinators keep a hint for the dead one.
+    during = workload.generate(100, t0 + 12_000, t0 + 40_000)
+    async with cluster.client() as client:
+        await workload.create(client, during)
+    created_s = (now_ms() - start) / 1000
+    await asyncio.sleep(max(0.0, 10 - created_s))
+    restarting = time.monotonic()
+    await asyncio.to_thread(victim.restart)
+    window = Window("kill -9 one Cassandra node + restart", start, now_ms())
+    print(
+        f"node {victim.address} down for {(window.end_ms - window.start_ms) / 1000:.1f}s: "
+        f"{len(during)} creates took {created_s:.1f}s, "
+        f"its restart {time.monotonic() - restarting:.1f}s"
+    )
+    report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
+    assert_report("kill -9 one Cassandra node", report, cluster, duplicates=True)
+
+    # Hinted handoff: the restarted node holds, by itself, every schedule created
+    # while it was down.
+    keys = [p.key for p in during]
+    deadline = time.monotonic() + 60
+    while True:
+        held = await asyncio.to_thread(
+            _keys_on_node, victim.address, cluster.keyspace, cluster.tenant, keys
+        )
+        if len(held) == len(keys) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(2)
+    print(f"restarted node holds {len(held)} of the {len(keys)} schedules created while down")
+    assert len(held) == len(keys), f"missing on {victim.address}: {sorted(set(keys) - held)[:10]}"
+
+
+async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 62, "rf3two", 200, t0 + 35_000)
+    await asyncio.sleep(3)
+    victims = cassandra_nodes.members[1:]
+    start = now_ms()
+    for victim in victims:
+        await asyncio.to_thread(victim.kill)
+    # No quorum: a create must be refused (never acknowledged), with a clear status.
+    refused: list[ClockworkError] = []
+    refused_keys = []
+    async with cluster.client(timeout_s=5) as client:
+        for extra in workload.generate(5, t0 + 20_000, t0 + 35_000):
+            del workload.planned[extra.key]
+            try:
+                await client.create(extra.key, extra.spec)
+            except ClockworkError as exc:
+                refused.append(exc)
+                refused_keys.append(extra.key)
+            else:
+                pytest.fail(f"create {extra.key} acknowledged with two of three nodes down")
+    print(f"refused with two nodes down: {[f'{type(e).__name__}: {e}' for e in refused]}")
+    assert all(isinstance(e, Unavailable) for e in refused), refused
+    await asyncio.sleep(max(0.0, 8 - (now_ms() - start) / 1000))
+    await asyncio.to_thread(victims[0].restart)
+    window = Window("kill -9 two Cassandra nodes, restart one", start, now_ms())
+    print(f"quorum lost for {(window.end_ms - window.start_ms) / 1000:.1f}s")
+    report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=120)
+    assert_report("kill -9 two of three Cassandra nodes", report, cluster, duplicates=True)
+
+
+async def test_rolling_restart_of_cassandra_while_firings_are_due(
+    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+) -> None:
+    cluster = await _replicated(make_cluster, cassandra_nodes)
+    t0 = now_ms()
+    workload = await _created(cluster, sink, 63, "rf3roll", 300, t0 + 85_000)
+    windows = []
+    for node in cassandra_nodes.members:
+        start = now_ms()
+        # A graceful stop (drain, announce the shutdown), then the same node again.
+        await asyncio.to_thread(node.restart)
+        windows.append(Window(f"restart {node.address}", start, now_ms()))
+        print(f"{node.address} restarted in {(now_ms() - start) / 1000:.1f}s")
+        await asyncio.sleep(2)
+    report = await settle(cluster, workload, sink, t0 + 85_000, windows, timeout_s=90)
+    assert_report("rolling restart of Cassandra", report, cluster, duplicates=True)

@@ -25,7 +25,7 @@ from cassandra import (
 )
 from cassandra.cluster import NoHostAvailable, ResultSet
 from cassandra.connection import ConnectionBusy, ConnectionException
-from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
+from cassandra.protocol import ErrorMessage, IsBootstrappingErrorMessage, OverloadedErrorMessage
 from cassandra.query import PreparedStatement
 
 from clockwork_svc.errors import StoreUnavailable
@@ -55,8 +55,22 @@ class Page:
     paging_state: bytes | None
 
 
+# Cassandra 5's "CAS operation result is unknown" (a proposal accepted by fewer than a
+# quorum of replicas under contention); the driver knows no class for this code.
+CAS_WRITE_UNKNOWN = 0x1700
+
+
+class CasResultUnknown(StoreUnavailable):
+    """A compare-and-set whose outcome is unknown: a later Paxos round may still
+    complete it. Retrying the same write finds it applied or not."""
+
+
 def translate(exc: BaseException) -> BaseException:
     """The exception to raise for a driver error (StoreUnavailable with the cause)."""
+    if isinstance(exc, ErrorMessage) and getattr(exc, "code", None) == CAS_WRITE_UNKNOWN:
+        unknown = CasResultUnknown(f"cassandra: compare-and-set result unknown: {exc}")
+        unknown.__cause__ = exc
+        return unknown
     if isinstance(exc, UNAVAILABLE_ERRORS):
         mapped = StoreUnavailable(f"cassandra: {type(exc).__name__}: {exc}")
         mapped.__cause__ = exc

@@ -13,6 +13,7 @@ import dataclasses
 import heapq
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,8 @@ R = TypeVar("R")
 # Requests one store call keeps in flight at most (the driver multiplexes them over
 # its connections; a bound keeps a large put from queueing thousands at once).
 _MAX_IN_FLIGHT = 128
+# Times a create's compare-and-set is sent again after an unknown outcome.
+_CAS_UNKNOWN_RETRIES = 3
 # Buckets a scan queries at once: it starts with one (the usual case: the due window
 # is inside one bucket) and doubles, so a long empty range costs few round trips.
 _MAX_SCAN_WINDOW = 32
@@ -420,9 +423,19 @@ class CassandraStore:
         return await bridge.gather_bounded((self._insert_one(s) for s in schedules), _MAX_IN_FLIGHT)
 
     async def _insert_one(self, s: Schedule) -> Schedule | None:
-        page = await self._run(
-            self._st.insert_schedule, rows.insert_schedule_params(s), profile=PROFILE_LWT
-        )
+        # Concurrent creates of one key contend in Paxos, and Cassandra may then answer
+        # that a proposal's outcome is unknown. The same conditional write again either
+        # applies or finds the row (this one's, if the proposal completed after all).
+        for attempt in range(_CAS_UNKNOWN_RETRIES + 1):
+            try:
+                page = await self._run(
+                    self._st.insert_schedule, rows.insert_schedule_params(s), profile=PROFILE_LWT
+                )
+                break
+            except bridge.CasResultUnknown:
+                if attempt == _CAS_UNKNOWN_RETRIES:
+                    raise
+                await asyncio.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
         if page.rows[0]["[applied]"]:
             return None
         # The failed compare-and-set only returns `id`: read the winner linearizably.

@@ -1,0 +1,27 @@
+"""Driver errors as the store raises them (storage/cassandra/bridge.py): an unknown
+compare-and-set outcome is retryable, not an internal error."""
+
+from __future__ import annotations
+
+from cassandra import InvalidRequest
+from cassandra.protocol import ErrorMessage
+
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra import bridge
+
+
+def test_an_unknown_cas_outcome_is_retryable_and_told_apart() -> None:
+    raw = ErrorMessage(
+        bridge.CAS_WRITE_UNKNOWN, "CAS operation result is unknown - proposal accepted by 1", {}
+    )
+    mapped = bridge.translate(raw)
+    assert isinstance(mapped, bridge.CasResultUnknown)
+    assert isinstance(mapped, StoreUnavailable)
+    assert mapped.__cause__ is raw
+
+
+def test_other_server_errors_pass_through() -> None:
+    raw = ErrorMessage(0x2200, "bad query", {})
+    assert bridge.translate(raw) is raw
+    invalid = InvalidRequest("keyspace x does not exist")
+    assert bridge.translate(invalid) is invalid
