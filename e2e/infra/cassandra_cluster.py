@@ -19,7 +19,6 @@ this cluster is created with replication factor 3.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -106,11 +105,8 @@ class CassandraCluster(ServerGroup):
     def members(self) -> Sequence[ClusterNode]:
         return self._nodes
 
-    def assign_ports(self) -> None:
+    def choose_ports(self) -> list[dict[str, int]]:
         """The same two ports on every node's address, free on all of them."""
-        paths = [node.dir / "instance.json" for node in self._nodes]
-        if all(path.is_file() for path in paths):
-            return
         ports: dict[str, int] = {}
         for port_name in Cassandra.port_names:
             while True:
@@ -118,9 +114,7 @@ class CassandraCluster(ServerGroup):
                 if all(port_is_free(port, address) for address in ADDRESSES):
                     ports[port_name] = port
                     break
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"ports": ports}, indent=1) + "\n")
+        return [dict(ports) for _ in self._nodes]
 
     def formed(self, running: Sequence[Running], timeout: float) -> str:
         """Every node answers CQL and lists the other nodes among its peers."""

@@ -12,7 +12,6 @@ client fails over between them (clockwork_svc/coordination/endpoints.py).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,22 +32,23 @@ def member_name(index: int) -> str:
 class ClusterMember(Etcd):
     """One member of the group; its peers' URLs are read from their recorded ports."""
 
-    def __init__(self, members_dir: Path, cache_dir: Path | None, *, index: int, size: int) -> None:
+    def __init__(self, members_dir: Path, cache_dir: Path | None, *, index: int) -> None:
         self.name = member_name(index)
         self.index = index
-        self.size = size
+        self.peers: Sequence[ClusterMember] = ()
+        """Every member of the group, this one included, in order (set by the group)."""
         super().__init__(members_dir, cache_dir)
 
     def env(self, ports: Mapping[str, int]) -> dict[str, str]:
         return {}  # the group publishes one line for all its members
 
-    def _peer_url(self, index: int) -> str:
-        path = self.state_dir / member_name(index) / "instance.json"
-        port = json.loads(path.read_text())["ports"]["peer"]
-        return f"http://{self.host}:{port}"
-
     def _membership(self, peer_url: str) -> list[str]:
-        cluster = ",".join(f"{member_name(i)}={self._peer_url(i)}" for i in range(self.size))
+        urls = []
+        for peer in self.peers:
+            ports = peer.stored_ports()
+            assert ports is not None, f"{peer.name}'s ports are not recorded"
+            urls.append(f"{peer.name}=http://{peer.host}:{ports['peer']}")
+        cluster = ",".join(urls)
         return [
             f"--name={self.name}",
             f"--initial-cluster={cluster}",
@@ -65,27 +65,25 @@ class EtcdCluster(ServerGroup):
 
     def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None) -> None:
         super().__init__(state_dir, cache_dir)
-        self._members = [
-            ClusterMember(self.members_dir, cache_dir, index=i, size=SIZE) for i in range(SIZE)
-        ]
+        self._members = [ClusterMember(self.members_dir, cache_dir, index=i) for i in range(SIZE)]
+        for member in self._members:
+            member.peers = self._members
 
     @property
     def members(self) -> Sequence[ClusterMember]:
         return self._members
 
-    def assign_ports(self) -> None:
+    def choose_ports(self) -> list[dict[str, int]]:
         """Two ports per member, all different (they share 127.0.0.1)."""
-        paths = [member.dir / "instance.json" for member in self._members]
-        if all(path.is_file() for path in paths):
-            return
         taken: list[int] = []
-        for path in paths:
+        chosen = []
+        for _ in self._members:
             ports = {}
             for port_name in Etcd.port_names:
                 ports[port_name] = pick_free_port(Etcd.host, exclude=taken)
                 taken.append(ports[port_name])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"ports": ports}, indent=1) + "\n")
+            chosen.append(ports)
+        return chosen
 
     def formed(self, running: Sequence[Running], timeout: float) -> str:
         """Every member reports the same leader and the same member count."""
@@ -100,30 +98,31 @@ def status_of(member: Running, timeout: float = 5.0) -> dict[str, object]:
     return _http_json(f"http://{member.host}:{member.port}/v3/maintenance/status", {}, timeout)
 
 
-def leader(member: Running, timeout: float = 5.0) -> str:
-    """The leader's member id as ``member`` sees it (``0`` or missing: no leader)."""
-    found = str(status_of(member, timeout).get("leader", "0"))
+def _leader_of(status: Mapping[str, object], address: str) -> str:
+    found = str(status.get("leader", "0"))
     if found == "0":
-        raise ProbeError(f"{member.address} has no leader")
+        raise ProbeError(f"{address} has no leader")
     return found
 
 
-def member_id(member: Running, timeout: float = 5.0) -> str:
-    """The member's own id (what ``leader`` names)."""
-    header = status_of(member, timeout).get("header", {})
-    return str(header.get("member_id", "")) if isinstance(header, dict) else ""
+def leader(member: Running, timeout: float = 5.0) -> str:
+    """The leader's member id as ``member`` sees it (``0`` or missing: no leader)."""
+    return _leader_of(status_of(member, timeout), member.address)
 
 
 def leader_index(group: RunningGroup, timeout: float = 5.0) -> int:
-    """Which of the group's live members leads now."""
+    """Which of the group's live members leads now (one status read per member)."""
     ids: dict[str, int] = {}
     leaders: set[str] = set()
     for index, member in enumerate(group.members):
         if not member.is_alive():
             continue
         with contextlib.suppress(OSError, ProbeError):
-            ids[member_id(member, timeout)] = index
-            leaders.add(leader(member, timeout))
+            status = status_of(member, timeout)
+            header = status.get("header")
+            if isinstance(header, dict):
+                ids[str(header.get("member_id", ""))] = index
+            leaders.add(_leader_of(status, member.address))
     if len(leaders) != 1 or next(iter(leaders)) not in ids:
         raise ProbeError(f"no single live leader: members {ids}, leaders seen {sorted(leaders)}")
     return ids[next(iter(leaders))]

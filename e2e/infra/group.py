@@ -53,8 +53,15 @@ class ServerGroup(abc.ABC):
         """The member servers, in a fixed order (the first is the seed where one is needed)."""
 
     @abc.abstractmethod
+    def choose_ports(self) -> list[dict[str, int]]:
+        """Free ports for every member, in member order (each config names its peers')."""
+
     def assign_ports(self) -> None:
-        """Record every member's ports (``instance.json``) unless they are recorded already."""
+        """Record every member's ports unless they are recorded already (restarts keep them)."""
+        if all(member.stored_ports() is not None for member in self.members):
+            return
+        for member, ports in zip(self.members, self.choose_ports(), strict=True):
+            member.record_ports(ports)
 
     @abc.abstractmethod
     def formed(self, running: Sequence[Running], timeout: float) -> str:

@@ -177,7 +177,7 @@ class Server(abc.ABC):
     def attach(self) -> Running | None:
         """A handle on the running instance (e.g. one started by the CLI), or None; no probing."""
         pid = read_pid_file(self.pid_path)
-        ports = self._stored_ports()
+        ports = self.stored_ports()
         if pid is None or ports is None:
             return None
         return Running(self, pid, ports, detail="")
@@ -203,7 +203,7 @@ class Server(abc.ABC):
     def status(self, timeout: float = 3.0) -> Status:
         """Whether the server runs and answers its readiness probe."""
         pid = read_pid_file(self.pid_path)
-        ports = self._stored_ports()
+        ports = self.stored_ports()
         if pid is None or ports is None:
             kept = " (data kept)" if self.data_dir.is_dir() else ""
             return Status(self.name, False, False, None, None, f"stopped{kept}")
@@ -220,7 +220,8 @@ class Server(abc.ABC):
 
     # --- internals --------------------------------------------------------------
 
-    def _stored_ports(self) -> dict[str, int] | None:
+    def stored_ports(self) -> dict[str, int] | None:
+        """The ports recorded for this instance, if any (kept across restarts)."""
         try:
             ports = json.loads(self._instance_path.read_text())["ports"]
         except (OSError, ValueError, KeyError):
@@ -231,14 +232,18 @@ class Server(abc.ABC):
 
     def _ports(self) -> dict[str, int]:
         """The instance's ports: recorded ones (so restarts keep them), else fresh free ones."""
-        ports = self._stored_ports()
+        ports = self.stored_ports()
         if ports is None:
             ports = {}
             for port_name in self.port_names:
                 ports[port_name] = pick_free_port(self.host, exclude=list(ports.values()))
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._instance_path.write_text(json.dumps({"ports": ports}, indent=1) + "\n")
+            self.record_ports(ports)
         return ports
+
+    def record_ports(self, ports: Mapping[str, int]) -> None:
+        """Record the instance's ports (a group chooses its members' before they start)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._instance_path.write_text(json.dumps({"ports": dict(ports)}, indent=1) + "\n")
 
     def _launch(self, ports: Mapping[str, int]) -> int:
         busy = self._busy_ports(ports)

@@ -78,6 +78,17 @@ def etcd_members() -> Iterator[RunningGroup]:
     _whole(group)
 
 
+@pytest.fixture
+def cut() -> Iterator[loopback_cut.LoopbackCut]:
+    """Drop rules of the test's own (skips where nftables cannot be used); listed after
+    `make_cluster`, so that a failed test's cut is healed before its cluster stops."""
+    why = loopback_cut.available()
+    if why:
+        pytest.skip(why)
+    with loopback_cut.LoopbackCut() as made:
+        yield made
+
+
 async def _replicated(
     make_cluster: MakeCluster, cassandra: RunningGroup, etcd: str | None = None, workers: int = 2
 ) -> ClockworkCluster:
@@ -124,23 +135,22 @@ def _keys_on_node(address: str, keyspace: str, tenant: str, keys: list[str]) -> 
 
 
 async def test_partition_between_clockwork_and_one_cassandra_node(
-    cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
+    cassandra_nodes: RunningGroup,
+    make_cluster: MakeCluster,
+    sink: RecordingSink,
+    cut: loopback_cut.LoopbackCut,
 ) -> None:
-    why = loopback_cut.available()
-    if why:
-        pytest.skip(why)
     cluster = await _replicated(make_cluster, cassandra_nodes)
     t0 = now_ms()
     workload = await _created(cluster, sink, 65, "rf3cut", 250, t0 + 40_000)
     await asyncio.sleep(3)
     node = cassandra_nodes.members[2]
     host, port = node.address.split(":")
-    with loopback_cut.LoopbackCut() as cut:
-        start = now_ms()
-        cut.cut(host, int(port))  # its client port only: its peers still reach it
-        await asyncio.sleep(15)
-        cut.heal()
-        window = Window(f"clients cut from {node.address}", start, now_ms())
+    start = now_ms()
+    cut.cut(host, int(port))  # its client port only: its peers still reach it
+    await asyncio.sleep(15)
+    cut.heal()
+    window = Window(f"clients cut from {node.address}", start, now_ms())
     report = await settle(cluster, workload, sink, t0 + 40_000, [window], timeout_s=90)
     assert_report("partition Clockwork / one Cassandra node", report, cluster, duplicates=True)
 
@@ -186,10 +196,8 @@ async def test_etcd_member_alone_with_a_worker(
     etcd_members: RunningGroup,
     make_cluster: MakeCluster,
     sink: RecordingSink,
+    cut: loopback_cut.LoopbackCut,
 ) -> None:
-    why = loopback_cut.available()
-    if why:
-        pytest.skip(why)
     # The member to isolate: a follower, and not the first listed (the test's own
     # cluster-status reads connect to the first).
     leader = await asyncio.to_thread(etcd_cluster.leader_index, etcd_members)
@@ -207,22 +215,21 @@ async def test_etcd_member_alone_with_a_worker(
     workload = await _created(cluster, sink, 67, "rf3lone", 250, t0 + 35_000)
     await asyncio.sleep(3)
     peer_ports = [m.ports["peer"] for i, m in enumerate(etcd_members.members) if i != lone]
-    with loopback_cut.LoopbackCut() as cut:
-        start = now_ms()
-        cut.isolate(cgroup, member.ports["peer"], peer_ports)
-        # Its keepalives go unanswered: it stops dispatching, drops its shards and
-        # starts a new session through the next member, while the partition lasts.
-        for _ in range(150):  # 30 s
-            if _registrations(lone_worker) >= 2:
-                break
-            await asyncio.sleep(0.2)
-        moved_s = (now_ms() - start) / 1000
-        assert _registrations(lone_worker) == 2, "the lone worker never left its member"
-        await cluster.wait_all_owned(3, 30)
-        print(f"the lone worker registered through another member {moved_s:.1f}s after the cut")
-        await asyncio.sleep(max(0.0, 15 - (now_ms() - start) / 1000))
-        cut.heal()
-        window = Window(f"etcd {member.address} alone with a worker", start, now_ms())
+    start = now_ms()
+    cut.isolate(cgroup, member.ports["peer"], peer_ports)
+    # Its keepalives go unanswered: it stops dispatching, drops its shards and
+    # starts a new session through the next member, while the partition lasts.
+    for _ in range(150):  # 30 s
+        if _registrations(lone_worker) >= 2:
+            break
+        await asyncio.sleep(0.2)
+    moved_s = (now_ms() - start) / 1000
+    assert _registrations(lone_worker) == 2, "the lone worker never left its member"
+    await cluster.wait_all_owned(3, 30)
+    print(f"the lone worker registered through another member {moved_s:.1f}s after the cut")
+    await asyncio.sleep(max(0.0, 15 - (now_ms() - start) / 1000))
+    cut.heal()
+    window = Window(f"etcd {member.address} alone with a worker", start, now_ms())
     report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=90)
     assert_report("etcd member alone with a worker", report, cluster, duplicates=False)
 
@@ -288,7 +295,6 @@ async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
         await asyncio.to_thread(victim.kill)
     # No quorum: a create must be refused (never acknowledged), with a clear status.
     refused: list[ClockworkError] = []
-    refused_keys = []
     async with cluster.client(timeout_s=5) as client:
         for extra in workload.generate(5, t0 + 20_000, t0 + 35_000):
             del workload.planned[extra.key]
@@ -296,7 +302,6 @@ async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
                 await client.create(extra.key, extra.spec)
             except ClockworkError as exc:
                 refused.append(exc)
-                refused_keys.append(extra.key)
             else:
                 pytest.fail(f"create {extra.key} acknowledged with two of three nodes down")
     print(f"refused with two nodes down: {[f'{type(e).__name__}: {e}' for e in refused]}")
