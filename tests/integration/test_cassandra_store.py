@@ -15,9 +15,9 @@ from clockwork_svc.domain.model import Outcome, Progress
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage import cassandra
 from clockwork_svc.storage.cassandra import bridge, connecting, rows
-from clockwork_svc.storage.cassandra.store import firing_ttl_s
+from clockwork_svc.storage.cassandra.store import _CAS_UNKNOWN_RETRIES, firing_ttl_s
 from tests.conftest import require_server
-from tests.contract.test_store_contract import make_schedule, record_progress
+from tests.contract.test_store_contract import make_schedule, make_tenant, record_progress
 from tests.integration.test_cassandra_schema import LAYOUT, _firing, run_outside_loop
 
 DAY_S = 86_400
@@ -161,3 +161,96 @@ def test_contact_points_parse() -> None:
     for bad in ("", ":9042", "db:x", "db:70000", "[::1"):
         with pytest.raises(ValueError, match="contact point"):
             connecting.parse_contact_point(bad)
+
+
+class LostAnswers:
+    """Wraps a store's requests so that a compare-and-set's answer is lost once: the
+    write reaches Cassandra (`after_write`) or not (before it), then the call raises
+    "result unknown", as Cassandra does under Paxos contention."""
+
+    def __init__(self, store: cassandra.CassandraStore, *, after_write: bool) -> None:
+        self._real = store._run
+        self._after_write = after_write
+        self.lost = 0
+        store._run = self._run  # type: ignore[method-assign]
+
+    async def _run(
+        self, statement: Any, params: Any, *, profile: Any = connecting.PROFILE_DEFAULT
+    ) -> bridge.Page:
+        if profile != connecting.PROFILE_LWT or self.lost:
+            return await self._real(statement, params, profile=profile)
+        self.lost += 1
+        if self._after_write:
+            await self._real(statement, params, profile=profile)
+        raise bridge.CasResultUnknown("cassandra: compare-and-set result unknown (injected)")
+
+
+@pytest.mark.cassandra
+@pytest.mark.parametrize("after_write", [True, False], ids=["applied", "not-applied"])
+async def test_a_compare_and_set_whose_answer_is_lost_is_told_apart_on_the_repeat(
+    keyspace: tuple[str, str], after_write: bool
+) -> None:
+    address, name = keyspace
+    t = "t-" + uuid.uuid4().hex[:8]
+    shard = 1_000 + int(uuid.uuid4().int % 100_000)
+
+    async def each(step: Any) -> Any:
+        # A store of its own per step, so each step loses its first answer.
+        opened = await cassandra.CassandraStore.open([address], name)
+        lost = LostAnswers(opened, after_write=after_write)
+        try:
+            return await step(opened)
+        finally:
+            assert lost.lost == 1
+            await opened.close()
+
+    s = make_schedule(t, "k")
+    assert await each(lambda st: st.insert_schedule(s)) is None
+    paused = dataclasses.replace(s, version=2, updated_ms=s.updated_ms + 1, next_fire_ms=None)
+    assert await each(lambda st: st.replace_schedule(paused, 1))
+    assert await each(lambda st: st.acquire_shard(shard, 3)) is not None
+    assert await each(lambda st: st.advance_cursor(shard, LAYOUT.created_ms + 5_000, 3))
+    tenant_row = make_tenant(t)
+    assert await each(lambda st: st.insert_tenant(tenant_row)) is None
+    rotated = dataclasses.replace(tenant_row, version=2, signing_secrets=("whsec_bmV3",))
+    assert await each(lambda st: st.replace_tenant(rotated, 1))
+
+    async def read_back(st: cassandra.CassandraStore) -> None:
+        assert await st.get_schedule(t, "k") == paused
+        assert await st.get_tenant(t) == rotated
+        cursor = await st.load_cursor(shard)
+        assert cursor is not None and cursor.epoch == 3
+        assert cursor.position_ms == LAYOUT.created_ms + 5_000
+        # Someone else's write under the same key is still told apart from one's own.
+        assert await st.insert_schedule(dataclasses.replace(s, id="other")) == paused
+
+    opened = await cassandra.CassandraStore.open([address], name)
+    try:
+        await read_back(opened)
+    finally:
+        await opened.close()
+
+
+@pytest.mark.cassandra
+async def test_a_compare_and_set_that_stays_unknown_is_a_retryable_error(
+    store: cassandra.CassandraStore,
+) -> None:
+    real = store._run
+    tries = 0
+
+    async def always_unknown(
+        statement: Any, params: Any, *, profile: Any = connecting.PROFILE_DEFAULT
+    ) -> bridge.Page:
+        nonlocal tries
+        if profile != connecting.PROFILE_LWT:
+            return await real(statement, params, profile=profile)
+        tries += 1
+        raise bridge.CasResultUnknown("cassandra: compare-and-set result unknown (injected)")
+
+    store._run = always_unknown  # type: ignore[method-assign]
+    t = "t-" + uuid.uuid4().hex[:8]
+    with pytest.raises(StoreUnavailable, match="result unknown"):
+        await store.insert_schedule(make_schedule(t, "k"))
+    assert tries == _CAS_UNKNOWN_RETRIES + 1
+    store._run = real  # type: ignore[method-assign]
+    assert await store.get_schedule(t, "k") is None

@@ -3,7 +3,7 @@ compare-and-set outcome is retryable, not an internal error."""
 
 from __future__ import annotations
 
-from cassandra import InvalidRequest
+from cassandra import InvalidRequest, WriteTimeout, WriteType
 from cassandra.protocol import ErrorMessage
 
 from clockwork_svc.errors import StoreUnavailable
@@ -25,3 +25,12 @@ def test_other_server_errors_pass_through() -> None:
     assert bridge.translate(raw) is raw
     invalid = InvalidRequest("keyspace x does not exist")
     assert bridge.translate(invalid) is invalid
+
+
+def test_a_timed_out_paxos_round_is_an_unknown_cas_outcome() -> None:
+    cas = WriteTimeout("Operation timed out", write_type=WriteType.CAS)
+    assert isinstance(bridge.translate(cas), bridge.CasResultUnknown)
+    plain = WriteTimeout("Operation timed out", write_type=WriteType.SIMPLE)
+    mapped = bridge.translate(plain)
+    assert isinstance(mapped, StoreUnavailable)
+    assert not isinstance(mapped, bridge.CasResultUnknown)

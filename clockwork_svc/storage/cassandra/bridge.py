@@ -22,6 +22,8 @@ from cassandra import (
     OperationTimedOut,
     Timeout,
     Unavailable,
+    WriteTimeout,
+    WriteType,
 )
 from cassandra.cluster import NoHostAvailable, ResultSet
 from cassandra.connection import ConnectionBusy, ConnectionException
@@ -65,9 +67,17 @@ class CasResultUnknown(StoreUnavailable):
     complete it. Retrying the same write finds it applied or not."""
 
 
+def _cas_outcome_unknown(exc: BaseException) -> bool:
+    if isinstance(exc, ErrorMessage) and getattr(exc, "code", None) == CAS_WRITE_UNKNOWN:
+        return True
+    # A Paxos round that timed out (contention, or a replica too slow to answer) may
+    # still be completed by the next round on that partition.
+    return isinstance(exc, WriteTimeout) and exc.write_type == WriteType.CAS
+
+
 def translate(exc: BaseException) -> BaseException:
     """The exception to raise for a driver error (StoreUnavailable with the cause)."""
-    if isinstance(exc, ErrorMessage) and getattr(exc, "code", None) == CAS_WRITE_UNKNOWN:
+    if _cas_outcome_unknown(exc):
         unknown = CasResultUnknown(f"cassandra: compare-and-set result unknown: {exc}")
         unknown.__cause__ = exc
         return unknown

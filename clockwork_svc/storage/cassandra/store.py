@@ -62,8 +62,11 @@ R = TypeVar("R")
 # Requests one store call keeps in flight at most (the driver multiplexes them over
 # its connections; a bound keeps a large put from queueing thousands at once).
 _MAX_IN_FLIGHT = 128
-# Times a create's compare-and-set is sent again after an unknown outcome.
-_CAS_UNKNOWN_RETRIES = 3
+# Times a compare-and-set is sent again after an unknown outcome (Paxos contention, or a
+# round that timed out), with jittered exponential backoff from _CAS_BACKOFF_S: at most
+# about 1.3 s of waiting in all.
+_CAS_UNKNOWN_RETRIES = 6
+_CAS_BACKOFF_S = 0.02
 # Buckets a scan queries at once: it starts with one (the usual case: the due window
 # is inside one bucket) and doubles, so a long empty range costs few round trips.
 _MAX_SCAN_WINDOW = 32
@@ -423,28 +426,22 @@ class CassandraStore:
         return await bridge.gather_bounded((self._insert_one(s) for s in schedules), _MAX_IN_FLIGHT)
 
     async def _insert_one(self, s: Schedule) -> Schedule | None:
-        # Concurrent creates of one key contend in Paxos, and Cassandra may then answer
-        # that a proposal's outcome is unknown. The same conditional write again either
-        # applies or finds the row (this one's, if the proposal completed after all).
-        for attempt in range(_CAS_UNKNOWN_RETRIES + 1):
-            try:
-                page = await self._run(
-                    self._st.insert_schedule, rows.insert_schedule_params(s), profile=PROFILE_LWT
-                )
-                break
-            except bridge.CasResultUnknown:
-                if attempt == _CAS_UNKNOWN_RETRIES:
-                    raise
-                await asyncio.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        page, _ = await self._cas(self._st.insert_schedule, rows.insert_schedule_params(s))
         if page.rows[0]["[applied]"]:
             return None
         # The failed compare-and-set only returns `id`: read the winner linearizably.
-        row = await bridge.first(
-            self._session, self._st.select_schedule, (s.tenant, s.key), profile=PROFILE_SERIAL_READ
-        )
-        if not rows.is_schedule(row):
+        winner = await self._schedule_serial(s.tenant, s.key)
+        if winner is None:
             raise StoreUnavailable(f"schedule {s.tenant}/{s.key} changed during insert; retry")
-        return rows.schedule(row)
+        # A repeat of a write whose first try did apply finds this very schedule (each
+        # create has its own id).
+        return None if winner.id == s.id else winner
+
+    async def _schedule_serial(self, tenant: str, key: str) -> Schedule | None:
+        row = await bridge.first(
+            self._session, self._st.select_schedule, (tenant, key), profile=PROFILE_SERIAL_READ
+        )
+        return rows.schedule(row) if rows.is_schedule(row) else None
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
         row = await self._schedule_reads.get(tenant, key)
@@ -487,10 +484,16 @@ class CassandraStore:
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
         changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE + SCHEDULES.key)
-        page = await self._run(
-            self._st.replace_schedule, (*changed, expected_version), profile=PROFILE_LWT
-        )
-        return bool(page.rows[0]["[applied]"])
+        page, repeated = await self._cas(self._st.replace_schedule, (*changed, expected_version))
+        if page.rows[0]["[applied]"]:
+            return True
+        if not repeated:
+            return False
+        # Not applied on a repeat: the first try may have applied after all.
+        stored = await self._schedule_serial(schedule.tenant, schedule.key)
+        if stored is None:
+            return False
+        return SCHEDULES.pick(SCHEDULES.encode(stored), SCHEDULE_CHANGE + SCHEDULES.key) == changed
 
     async def record_firing(self, record: FiringRecord) -> None:
         e = record.execution
@@ -654,9 +657,8 @@ class CassandraStore:
     async def acquire_shard(self, shard: int, epoch: int) -> ShardCursor | None:
         start = self._layout.created_ms
         while True:
-            page = await self._run(
-                self._st.insert_cursor, (shard, start, epoch), profile=PROFILE_LWT
-            )
+            # A repeated compare-and-set that did apply the first time finds this epoch.
+            page, _ = await self._cas(self._st.insert_cursor, (shard, start, epoch))
             row = page.rows[0]
             if row["[applied]"]:
                 return ShardCursor(shard, start, epoch)
@@ -666,10 +668,8 @@ class CassandraStore:
                     return None
                 if seen_epoch == epoch:
                     return ShardCursor(shard, seen_position, epoch)
-                page = await self._run(
-                    self._st.take_cursor,
-                    (epoch, shard, seen_epoch, seen_position),
-                    profile=PROFILE_LWT,
+                page, _ = await self._cas(
+                    self._st.take_cursor, (epoch, shard, seen_epoch, seen_position)
                 )
                 row = page.rows[0]
                 if row["[applied]"]:
@@ -677,13 +677,12 @@ class CassandraStore:
             # The row vanished (only by hand): start over with the insert.
 
     async def advance_cursor(self, shard: int, position_ms: int, epoch: int) -> bool:
-        page = await self._run(
-            self._st.advance_cursor, (position_ms, shard, epoch, position_ms), profile=PROFILE_LWT
-        )
+        page, _ = await self._cas(self._st.advance_cursor, (position_ms, shard, epoch, position_ms))
         row = page.rows[0]
         if row["[applied]"]:
             return True
-        # Not applied: fenced off (another epoch, or no cursor), or not a move forward.
+        # Not applied: fenced off (another epoch, or no cursor), or not a move forward
+        # (which includes a repeat whose first try did apply).
         return row.get("epoch") == epoch
 
     async def load_cursor(self, shard: int) -> ShardCursor | None:
@@ -763,15 +762,14 @@ class CassandraStore:
     # --- tenants ----------------------------------------------------------------------------
 
     async def insert_tenant(self, tenant: Tenant) -> Tenant | None:
-        page = await self._run(self._st.insert_tenant, TENANTS.encode(tenant), profile=PROFILE_LWT)
+        page, repeated = await self._cas(self._st.insert_tenant, TENANTS.encode(tenant))
         if page.rows[0]["[applied]"]:
             return None
-        row = await bridge.first(
-            self._session, self._st.select_tenant, (tenant.name,), profile=PROFILE_SERIAL_READ
-        )
-        if row is None:
+        existing = await self._tenant_serial(tenant.name)
+        if existing is None:
             raise StoreUnavailable(f"tenant {tenant.name} changed during insert; retry")
-        return TENANTS.decode(row)
+        # Not applied on a repeat: the first try may have applied after all.
+        return None if repeated and existing == tenant else existing
 
     async def get_tenant(self, name: str) -> Tenant | None:
         row = await bridge.first(self._session, self._st.select_tenant, (name,))
@@ -787,12 +785,20 @@ class CassandraStore:
 
     async def replace_tenant(self, tenant: Tenant, expected_version: int) -> bool:
         values = TENANTS.encode(tenant)
-        page = await self._run(
+        page, repeated = await self._cas(
             self._st.replace_tenant,
             (*TENANTS.pick(values, TENANTS.others + TENANTS.key), expected_version),
-            profile=PROFILE_LWT,
         )
-        return bool(page.rows[0]["[applied]"])
+        if page.rows[0]["[applied]"]:
+            return True
+        # Not applied on a repeat: the first try may have applied after all.
+        return repeated and await self._tenant_serial(tenant.name) == tenant
+
+    async def _tenant_serial(self, name: str) -> Tenant | None:
+        row = await bridge.first(
+            self._session, self._st.select_tenant, (name,), profile=PROFILE_SERIAL_READ
+        )
+        return TENANTS.decode(row) if row is not None else None
 
     async def put_token_owner(self, token_hash: str, tenant: str) -> None:
         await self._run(self._st.put_token_owner, (token_hash, tenant))
@@ -805,6 +811,20 @@ class CassandraStore:
         self, statement: Any, params: Sequence[Any], *, profile: Any = connecting.PROFILE_DEFAULT
     ) -> bridge.Page:
         return await bridge.execute(self._session, statement, params, profile=profile)
+
+    async def _cas(self, statement: Any, params: Sequence[Any]) -> tuple[bridge.Page, bool]:
+        """A compare-and-set, sent again while its outcome is unknown; also says whether
+        it was repeated. A repeat whose first try did apply answers "not applied" (its
+        condition no longer holds): callers whose write could be that one check for it."""
+        for attempt in itertools.count():
+            try:
+                page = await self._run(statement, params, profile=PROFILE_LWT)
+                return page, attempt > 0
+            except bridge.CasResultUnknown:
+                if attempt == _CAS_UNKNOWN_RETRIES:
+                    raise
+                await asyncio.sleep(random.uniform(0.5, 1.0) * _CAS_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
 
 
 def _firing_key(row: rows.Row) -> FiringKey:
