@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,12 +13,9 @@ from clockwork_svc import app
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.errors import Unavailable
 from clockwork_svc.server.grpc_server import TlsSettings
+from e2e.infra.pki import make_pki
 from tests.integration.test_dev_node import dev_settings
 from tests.support.processes import run_cli
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -31,59 +27,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def other_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second, unrelated CA with its own client certificate."""
     return make_pki(tmp_path_factory.mktemp("other-certs"), "some-other-ca")
-
-
-def make_pki(d: Path, ca_name: str) -> Path:
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        f"/CN={ca_name}",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        cwd=d,
-    )
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name in ("server", "client"):
-        openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            f"/CN={name}",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            cwd=d,
-        )
-        openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            f"{name}.crt",
-            cwd=d,
-        )
-    return d
 
 
 async def start(tmp_path: Path, tls: TlsSettings) -> AsyncIterator[app.Node]:
