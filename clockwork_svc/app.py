@@ -59,6 +59,7 @@ async def open_store(settings: ProcessSettings, clock: Clock, *, serves_api: boo
         local_dc=c.local_dc,
         username=c.username,
         password=c.password,
+        tls=c.tls,
         connect_timeout_s=c.connect_timeout_s,
         write_batch=c.write_batch,
         batch_linger_s=c.batch_linger_ms / 1000,
@@ -114,6 +115,11 @@ async def start_node(
     worker: bool,
     clock: Clock | None = None,
 ) -> Node:
+    if settings.etcd is not None:
+        # Before the store: a TLS or credentials mistake ends start-up at once.
+        from clockwork_svc.coordination import etcd as etcd_coordination
+
+        await etcd_coordination.check_access(settings.etcd, write=worker)
     metrics = Metrics()
     store_clock: StoreClock | None = None
     if clock is None and settings.store.kind == "cassandra":

@@ -73,6 +73,17 @@ class StoreUnavailable(Unavailable):
     """The store cannot be reached or timed out; the operation may be retried."""
 
 
+class StoreRefused(ClockworkError):
+    """The store cannot be used with this process's settings, and retrying cannot fix
+    that: the nodes refused its login or its TLS certificates, or a TLS file cannot be
+    loaded. `setting` names the settings field to check, as a dotted path in
+    `CassandraSettings` (`"password"`, `"tls.ca_file"`); the CLI names its flag."""
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
 class DeadlineExceeded(Unavailable):
     """The call did not finish within its deadline; the operation may be retried (every
     v1 call is idempotent)."""

@@ -21,15 +21,38 @@ from clockwork_svc.worker.worker import WorkerSettings
 
 
 @dataclass(frozen=True, slots=True)
+class CassandraTlsSettings:
+    """TLS to the nodes' native port (Cassandra's `client_encryption_options`). The
+    files are read once, when the process connects."""
+
+    # The CA that signed the nodes' certificates; None: the system's trusted roots.
+    ca_file: Path | None = None
+    # This client's certificate and key, for nodes with `require_client_auth: true`.
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    # Check that a node's certificate names the address connected to (its IP address,
+    # or the host name given as contact point). Off, any certificate the CA signed passes.
+    verify_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("Cassandra TLS: cert_file and key_file go together")
+
+
+@dataclass(frozen=True, slots=True)
 class CassandraSettings:
-    """Where the Cassandra store lives."""
+    """Where the Cassandra store lives, and how to log in to it."""
 
     contact_points: tuple[str, ...] = ("127.0.0.1:9042",)
     keyspace: str = "clockwork"
     local_dc: str | None = None
+    # A role of Cassandra's PasswordAuthenticator; None: the nodes ask for no login.
     username: str | None = None
-    password: str | None = None
-    # How long start-up keeps retrying an unreachable cluster before giving up.
+    password: str | None = field(default=None, repr=False)
+    # None: plain text (the nodes' client encryption off).
+    tls: CassandraTlsSettings | None = None
+    # How long start-up keeps retrying an unreachable cluster before giving up. A
+    # refused login or certificate is not retried: it ends start-up at once.
     connect_timeout_s: float = 120.0
     # Most per-firing upserts coalesced into one batch request (1: each sent alone).
     write_batch: int = 128
@@ -110,10 +133,42 @@ def _default_worker_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdTlsSettings:
+    """TLS to the etcd members (their client URLs are https). The files are read at each
+    connection, so a renewed certificate is used from the next one on."""
+
+    # The CA that signed the members' certificates; None: the system's trusted roots.
+    ca_file: Path | None = None
+    # This client's certificate and key, for a member run with --client-cert-auth. With
+    # authentication on and no password, the certificate's CN is the etcd user.
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("etcd TLS: cert_file and key_file go together")
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdSecurity:
+    """How Clockwork connects to etcd: TLS or plain text, and as which etcd user (a
+    password, else the CN of the TLS client certificate, else none: auth off)."""
+
+    tls: EtcdTlsSettings | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("etcd auth: username and password go together")
+
+
+@dataclass(frozen=True, slots=True)
 class EtcdSettings:
     """Shard ownership through etcd leases (clockwork_svc/coordination/etcd.py)."""
 
     endpoint: str = "127.0.0.1:2379"
+    security: EtcdSecurity = field(default_factory=EtcdSecurity)
     cluster: str = "default"
     lease_ttl_s: int = 6
     # Stop dispatching this long before the lease could expire.

@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
+from clockwork_svc.cli import etcd_options
 from clockwork_svc.cli.parsing import etcd_endpoints
-from clockwork_svc.settings import EtcdSettings
+from clockwork_svc.settings import EtcdSecurity, EtcdSettings
 
 _DEFAULT = EtcdSettings()
 
@@ -32,13 +33,18 @@ def cluster() -> None:
 @click.option(
     "--cluster-name", envvar="CLOCKWORK_CLUSTER", default=_DEFAULT.cluster, show_default=True
 )
+@etcd_options.security_options
 @click.option("--json", "as_json", is_flag=True)
-def status(etcd: str, cluster_name: str, as_json: bool) -> None:
+def status(etcd: str, cluster_name: str, etcd_security: EtcdSecurity, as_json: bool) -> None:
     """Show live workers, the shards each owns (with epochs) and unowned shards."""
     from clockwork_svc.coordination.etcd import cluster_status
+    from clockwork_svc.coordination.etcd_access import EtcdAccessError
 
+    reading = cluster_status(etcd, cluster_name, etcd_security)
     try:
-        view = asyncio.run(asyncio.wait_for(cluster_status(etcd, cluster_name), 15))
+        view = asyncio.run(asyncio.wait_for(reading, 15))
+    except EtcdAccessError as exc:
+        raise click.ClickException(str(exc)) from exc
     except Exception as exc:  # aetcd raises its own hierarchy; keep the CLI to one line
         raise click.ClickException(
             f"cannot read cluster state from etcd at {etcd}: {exc!r}"

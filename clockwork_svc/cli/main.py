@@ -17,12 +17,19 @@ from typing import Any
 
 import click
 
-from clockwork_svc.cli import cluster, dead_letters, schedules, tenants
+from clockwork_svc.cli import (
+    cassandra_access,
+    cluster,
+    dead_letters,
+    etcd_options,
+    schedules,
+    tenants,
+)
 from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms, duration_text, etcd_endpoints, host_of, host_port
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import Limits, is_loopback_host
-from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.errors import StoreRefused, StoreUnavailable
 from clockwork_svc.gc_policy import MAX_YOUNG_THRESHOLD, MIN_YOUNG_THRESHOLD
 from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
@@ -31,6 +38,7 @@ from clockwork_svc.settings import (
     DEV_SHARD_COUNT,
     ApiSettings,
     CassandraSettings,
+    EtcdSecurity,
     EtcdSettings,
     LayoutSettings,
     OpsSettings,
@@ -63,14 +71,19 @@ cli.add_command(schedules.executions)
 
 def _run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
     from clockwork_svc import app
+    from clockwork_svc.coordination.etcd_access import EtcdAccessError
 
     cw_logging.configure(settings.ops.log_level, settings.ops.log_json)
     try:
         import uvloop
 
         uvloop.run(app.serve(settings, api=api, worker=worker))
+    except StoreRefused as exc:
+        raise click.ClickException(cassandra_access.refused(exc)) from exc
     except StoreUnavailable as exc:
         raise click.ClickException(f"store unavailable: {exc}") from exc
+    except EtcdAccessError as exc:
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -230,8 +243,7 @@ def _cassandra_settings(
     cassandra: str,
     keyspace: str,
     local_dc: str | None,
-    cassandra_user: str | None,
-    cassandra_password: str | None,
+    cassandra_access: cassandra_access.Access,
     cassandra_connect_timeout: float,
     cassandra_write_batch: int,
     cassandra_batch_linger_ms: float,
@@ -244,8 +256,9 @@ def _cassandra_settings(
         contact_points=points,
         keyspace=keyspace,
         local_dc=local_dc,
-        username=cassandra_user,
-        password=cassandra_password,
+        username=cassandra_access.username,
+        password=cassandra_access.password,
+        tls=cassandra_access.tls,
         connect_timeout_s=cassandra_connect_timeout,
         write_batch=cassandra_write_batch,
         batch_linger_ms=cassandra_batch_linger_ms,
@@ -268,19 +281,15 @@ _cassandra_options = option_group(
         "--keyspace", envvar="CLOCKWORK_KEYSPACE", default=_CASSANDRA.keyspace, show_default=True
     ),
     click.option("--local-dc", envvar="CLOCKWORK_CASSANDRA_DC", default=_CASSANDRA.local_dc),
-    click.option(
-        "--cassandra-user", envvar="CLOCKWORK_CASSANDRA_USER", default=_CASSANDRA.username
-    ),
-    click.option(
-        "--cassandra-password", envvar="CLOCKWORK_CASSANDRA_PASSWORD", default=_CASSANDRA.password
-    ),
+    cassandra_access.access_options,
     click.option(
         "--cassandra-connect-timeout",
         envvar="CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT",
         type=click.FloatRange(0, 3600),
         default=_CASSANDRA.connect_timeout_s,
         show_default=True,
-        help="Seconds to keep retrying an unreachable cluster at start-up.",
+        help="Seconds to keep retrying an unreachable cluster at start-up (a refused "
+        "login or certificate ends start-up at once).",
     ),
     click.option(
         "--cassandra-write-batch",
@@ -381,6 +390,7 @@ def dev(
 
 
 def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = etcd_options.security_options(fn)
     fn = click.option(
         "--cluster-name",
         envvar="CLOCKWORK_CLUSTER",
@@ -400,12 +410,16 @@ def _etcd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _etcd_settings(
-    etcd: str | None, cluster_name: str, lease_ttl_s: int = _DEFAULT_ETCD.lease_ttl_s
+    etcd: str | None,
+    cluster_name: str,
+    security: EtcdSecurity,
+    lease_ttl_s: int = _DEFAULT_ETCD.lease_ttl_s,
 ) -> EtcdSettings | None:
     if not etcd:
         return None
     return EtcdSettings(
         endpoint=etcd_endpoints(etcd, "--etcd"),
+        security=security,
         cluster=cluster_name,
         lease_ttl_s=lease_ttl_s,
         safety_margin_s=max(1.0, lease_ttl_s / 4),
@@ -426,6 +440,7 @@ def api(
     allow_private_targets: str,
     etcd: str | None,
     cluster_name: str,
+    etcd_security: EtcdSecurity,
 ) -> None:
     """Run the stateless gRPC API against Cassandra."""
     settings = ProcessSettings(
@@ -433,7 +448,7 @@ def api(
         api=api,
         ops=ops,
         targets=_target_policy(allow_private_targets, allow_loopback=False),
-        etcd=_etcd_settings(etcd, cluster_name),
+        etcd=_etcd_settings(etcd, cluster_name, etcd_security),
     )
     _run(settings, api=True, worker=False)
 
@@ -477,6 +492,7 @@ def worker(
     max_tenant_share: float,
     etcd: str | None,
     cluster_name: str,
+    etcd_security: EtcdSecurity,
     lease_ttl: int,
 ) -> None:
     """Run a worker against Cassandra: scan due firings and deliver them."""
@@ -488,7 +504,7 @@ def worker(
             max_concurrent_deliveries=max_concurrent_deliveries,
             max_tenant_share=max_tenant_share,
         ),
-        etcd=_etcd_settings(etcd, cluster_name, lease_ttl),
+        etcd=_etcd_settings(etcd, cluster_name, etcd_security, lease_ttl),
         kafka=kafka,
     )
     _run(settings, api=False, worker=True)
@@ -566,9 +582,12 @@ def migrate(
                 local_dc=cassandra.local_dc,
                 username=cassandra.username,
                 password=cassandra.password,
+                tls=cassandra.tls,
                 connect_timeout_s=cassandra.connect_timeout_s,
             )
         )
+    except StoreRefused as exc:
+        raise click.ClickException(cassandra_access.refused(exc)) from exc
     except StoreUnavailable as exc:
         raise click.ClickException(f"store unavailable: {exc}") from exc
     click.echo(f"applied {len(applied)} migration(s)" + "".join(f"\n  {m}" for m in applied))

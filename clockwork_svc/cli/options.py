@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import click
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -32,3 +35,15 @@ def option_group(name: str, build: Callable[..., object], *options: Decorator) -
         return decorated
 
     return decorate
+
+
+def file_option(flag: str, envvar: str, help_text: str) -> Decorator:
+    """An option naming a file that must exist (click refuses one that does not, naming
+    the flag); the command receives a Path, or None when not given."""
+    return click.option(
+        flag,
+        envvar=envvar,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help=help_text,
+    )

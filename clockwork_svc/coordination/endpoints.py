@@ -37,10 +37,7 @@ def grpc_target(endpoints: str, first: int = 0) -> str:
     session on another, instead of on a member cut off in a minority that still
     accepts connections.
     """
-    members = [
-        _member(entry.strip(), number, endpoints)
-        for number, entry in enumerate(endpoints.split(","), start=1)
-    ]
+    members = _members(endpoints)
     shift = first % len(members)
     members = members[shift:] + members[:shift]
     names = [m for m in members if m.ip_version is None]
@@ -56,6 +53,29 @@ def grpc_target(endpoints: str, first: int = 0) -> str:
         raise ValueError(f"{endpoints!r} mixes IPv4 and IPv6 addresses; give one family")
     addresses = ",".join(_address(m) for m in members)
     return addresses if len(members) == 1 else f"ipv{versions.pop()}:{addresses}"
+
+
+def tls_name(endpoints: str, first: int = 0) -> str:
+    """The name a TLS client checks the certificate against: the host (IP address
+    without brackets, or DNS name) of the member `grpc_target(endpoints, first)` tries
+    first; ValueError when invalid.
+
+    gRPC checks every member of a channel against one name, its authority, which for a
+    list of addresses is the whole list (`10.0.0.1:2379,10.0.0.2:2379`, a name no
+    certificate carries). The coordinator sets this name instead, so a member whose
+    certificate carries its own address passes; a channel that moves to another member
+    is refused by that member's certificate, unless it carries this name too, and the
+    coordinator's next session then starts on the next member, checked by its own name.
+    """
+    members = _members(endpoints)
+    return members[first % len(members)].host
+
+
+def _members(endpoints: str) -> list[_Member]:
+    return [
+        _member(entry.strip(), number, endpoints)
+        for number, entry in enumerate(endpoints.split(","), start=1)
+    ]
 
 
 def _member(entry: str, number: int, endpoints: str) -> _Member:

@@ -11,6 +11,11 @@ LeaseGuard), a watch on the prefix (so changes propagate in well under a second)
 rebalancing (acquire free shards up to its fair share, release excess ones after
 draining them). A keepalive error or a guard deadline stops dispatch for every shard
 at once; the worker then starts over with a new lease.
+
+A secured etcd (`EtcdSettings.security`): `connect` opens a TLS channel and
+authenticates with a password when given (each session anew, so a token etcd forgot
+in a restart costs one session), and `check_access` proves the settings at start-up;
+etcd_access.py turns a refusal into one line naming the flag to fix.
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aetcd
+import aetcd.exceptions
+import grpc
+from aetcd import rpc
 
 from clockwork_svc.abc import Clock
-from clockwork_svc.coordination import assignment, endpoints
+from clockwork_svc.coordination import assignment, endpoints, etcd_access
+from clockwork_svc.coordination.etcd_access import EtcdAccessError
 from clockwork_svc.coordination.lease_guard import LeaseGuard
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.errors import ClockworkError, Unavailable
-from clockwork_svc.settings import EtcdSettings
+from clockwork_svc.settings import EtcdSecurity, EtcdSettings
 
 log = logging.getLogger(__name__)
 
@@ -69,30 +78,140 @@ class ClusterView:
 CONNECT_TIMEOUT_MS = 5_000
 
 
-async def connect(endpoint: str, timeout_s: float = 5.0, first: int = 0) -> aetcd.Client:
+_PLAIN = EtcdSecurity()
+
+
+async def connect(
+    endpoint: str, timeout_s: float = 5.0, first: int = 0, security: EtcdSecurity = _PLAIN
+) -> aetcd.Client:
     """A client over one channel to every member that `endpoint` names (see
     clockwork_svc/coordination/endpoints.py): gRPC fails over between them, trying
-    member `first` first."""
-    # aetcd opens its channel on f"{host}:{port}" and has no parameter for a target.
-    # Every target ends in ":PORT", so splitting it at its last colon gives back the
-    # same string (scheme and member list included), and aetcd's own connect() (stubs,
-    # authentication, watcher) stays as it is; test_etcd_endpoints pins this.
-    host, _, port = endpoints.grpc_target(endpoint, first).rpartition(":")
+    member `first` first. With `security.tls` the channel is TLS; with a password the
+    client authenticates here, once (the token lasts while it is used and etcd runs)."""
+    target = endpoints.grpc_target(endpoint, first)
     # Short reconnect backoff: after an etcd restart the default gRPC backoff keeps
     # failing calls for about half a second longer than needed. gRPC core also takes
     # `min_reconnect_backoff_ms` as the connect timeout of every attempt, so it stays
     # long: at 100 ms a handshake slower than the backoff (a loaded host) never
     # completed ("timed out before receiving SETTINGS frame").
-    options = {
+    options: dict[str, Any] = {
         "grpc.initial_reconnect_backoff_ms": 100,
         "grpc.min_reconnect_backoff_ms": CONNECT_TIMEOUT_MS,
         "grpc.max_reconnect_backoff_ms": 500,
     }
-    client = aetcd.Client(
-        host=host, port=int(port), timeout=max(1, int(timeout_s)), options=options
+    common = dict(
+        username=security.username, password=security.password, timeout=max(1, int(timeout_s))
     )
-    await client.connect()
+    client: aetcd.Client
+    if security.tls is None:
+        # aetcd opens its channel on f"{host}:{port}" and has no parameter for a
+        # target. Every target ends in ":PORT", so splitting it at its last colon gives
+        # back the same string (scheme and member list included), and aetcd's own
+        # connect() (stubs, authentication, watcher) stays as it is;
+        # test_etcd_endpoints pins this.
+        host, _, port = target.rpartition(":")
+        client = aetcd.Client(host=host, port=int(port), options=options, **common)
+    else:
+        # The certificate is checked against the first member's own name, not against
+        # the channel's authority (for a list, the whole list): endpoints.tls_name.
+        options["grpc.ssl_target_name_override"] = endpoints.tls_name(endpoint, first)
+        tls = await asyncio.to_thread(etcd_access.channel_credentials, security.tls)
+        client = _TlsClient(target, tls, options=options, **common)
+    try:
+        await client.connect()
+    except BaseException:
+        await client.close()  # aetcd leaves the channel open when authentication fails
+        raise
     return client
+
+
+class _TlsClient(aetcd.Client):  # type: ignore[misc]  # aetcd is untyped
+    """An aetcd client over a TLS channel.
+
+    aetcd 1.0.0's `Client.connect()` opens only `rpc.insecure_channel` and takes no
+    channel credentials, so this `connect()` is aetcd's own with a secure channel: the
+    same stubs, authentication and watcher, so every other method of aetcd works
+    unchanged. It takes the channel target whole (aetcd builds it from host and port).
+    """
+
+    _is_connecting: bool  # aetcd's; declared for the type checker
+
+    def __init__(self, target: str, tls: grpc.ChannelCredentials, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._target = target
+        self._tls = tls
+
+    async def connect(self) -> None:
+        if self._connected.is_set():
+            return
+        if self._is_connecting:
+            await asyncio.wait_for(self._connected.wait(), self._connect_wait_timeout)
+            return
+        try:
+            self._is_connecting = True
+            self.channel = grpc.aio.secure_channel(
+                self._target, self._tls, options=list(self._options.items())
+            )
+            if self._username is not None and self._password is not None:
+                self.auth_stub = rpc.AuthStub(self.channel)
+                request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                try:
+                    reply = await self.auth_stub.Authenticate(request, timeout=self._timeout)
+                except grpc.aio.AioRpcError as exc:
+                    raise aetcd.ClientError(exc.details()) from exc
+                self.metadata = (("token", reply.token),)
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = aetcd.Watcher(
+                rpc.WatchStub(self.channel), timeout=self._timeout, metadata=self.metadata
+            )
+            self._connected.set()
+        finally:
+            self._is_connecting = False
+
+
+async def check_access(settings: EtcdSettings, *, write: bool, timeout_s: float = 5.0) -> None:
+    """At start-up: connect as the process will, read the cluster's keys and (for
+    `write`) prove it may write them, so that a TLS or credentials mistake ends start-up
+    at once with EtcdAccessError, one line naming the setting to fix, rather than a
+    coordinator retrying for ever. An etcd that does not answer (down, slow) only logs
+    a warning: the coordinator and the load reader keep trying, as after any later
+    trouble."""
+    security = settings.security
+    if security.password is not None and security.tls is None:
+        log.warning(
+            "etcd: the password for user %r goes to %s in plain text; set --etcd-tls-ca",
+            security.username,
+            settings.endpoint,
+        )
+    try:
+        async with asyncio.timeout(timeout_s):
+            client = await connect(settings.endpoint, security=security)
+            try:
+                for prefix in (settings.prefix, settings.load_prefix):
+                    await client.get_prefix(prefix.encode(), keys_only=True)
+                    if write:
+                        await _check_write(client, f"{prefix}access-check".encode())
+            finally:
+                await client.close()
+    except (aetcd.ClientError, grpc.aio.AioRpcError, OSError, TimeoutError, EtcdAccessError) as exc:
+        problem = etcd_access.diagnose(exc, settings)
+        if problem is not None:
+            raise EtcdAccessError(problem) from exc
+        log.warning("etcd at %s does not answer yet (%r); trying on", settings.endpoint, exc)
+
+
+async def _check_write(client: aetcd.Client, key: bytes) -> None:
+    """Whether the user may write `key`, without writing: etcd checks the permission of
+    every request in a transaction, whichever branch runs, and this one's comparison
+    never holds (no key has a negative version)."""
+    await client.transaction(
+        compare=[client.transactions.version(key) < 0],
+        success=[client.transactions.put(key, b"")],
+        failure=[],
+    )
 
 
 async def read_view(client: aetcd.Client, prefix: str) -> ClusterView:
@@ -141,13 +260,23 @@ class EtcdLoadReader:
 
     async def cluster_load(self) -> ClusterLoad:
         try:
-            if self._client is None:
-                self._client = await connect(self._settings.endpoint)
-            reports = await read_load(self._client, self._settings.load_prefix)
-            view = await read_view(self._client, self._settings.prefix)
-        except (aetcd.ClientError, OSError) as exc:
+            try:
+                return await self._read()
+            except aetcd.exceptions.UnauthenticatedError:
+                # The password's token is gone: etcd restarted, or the token went
+                # unused longer than etcd's --auth-token-ttl. Authenticate again, once.
+                await self.close()
+                return await self._read()
+        except (aetcd.ClientError, OSError, EtcdAccessError) as exc:
             await self.close()
-            raise Unavailable(f"etcd at {self._settings.endpoint}: {exc!r}") from exc
+            problem = etcd_access.diagnose(exc, self._settings) or repr(exc)
+            raise Unavailable(f"etcd at {self._settings.endpoint}: {problem}") from exc
+
+    async def _read(self) -> ClusterLoad:
+        if self._client is None:
+            self._client = await connect(self._settings.endpoint, security=self._settings.security)
+        reports = await read_load(self._client, self._settings.load_prefix)
+        view = await read_view(self._client, self._settings.prefix)
         return ClusterLoad(tuple(reports), self._shard_count, len(view.owners))
 
     async def close(self) -> None:
@@ -196,8 +325,9 @@ class EtcdCoordinator:
             try:
                 await self._session(first_member)
                 backoff = 0.5
-            except (CoordinationError, aetcd.ClientError, OSError) as exc:
-                log.warning("coordination: %s; dropping all shards", exc)
+            except (CoordinationError, aetcd.ClientError, OSError, EtcdAccessError) as exc:
+                problem = etcd_access.diagnose(exc, self._settings) or exc
+                log.warning("coordination: %s; dropping all shards", problem)
                 first_member += 1
             finally:
                 await self._host.drop_all_shards()
@@ -212,7 +342,9 @@ class EtcdCoordinator:
         self._wake.set()
 
     async def _session(self, first_member: int) -> None:
-        client = await connect(self._settings.endpoint, first=first_member)
+        client = await connect(
+            self._settings.endpoint, first=first_member, security=self._settings.security
+        )
         try:
             sent = self._clock.monotonic()
             lease = await client.lease(self._settings.lease_ttl_s)
@@ -386,9 +518,20 @@ async def _all(steps: Iterable[Awaitable[None]]) -> None:
             raise outcome
 
 
-async def cluster_status(endpoint: str, cluster: str) -> ClusterView:
-    client = await connect(endpoint)
+async def cluster_status(
+    endpoint: str, cluster: str, security: EtcdSecurity = _PLAIN
+) -> ClusterView:
+    """The cluster's workers and shard owners; EtcdAccessError names the setting to fix
+    when etcd refuses the TLS settings or credentials."""
+    settings = EtcdSettings(endpoint=endpoint, cluster=cluster, security=security)
     try:
-        return await read_view(client, EtcdSettings(cluster=cluster).prefix)
-    finally:
-        await client.close()
+        client = await connect(endpoint, security=security)
+        try:
+            return await read_view(client, settings.prefix)
+        finally:
+            await client.close()
+    except (aetcd.ClientError, OSError) as exc:
+        problem = etcd_access.diagnose(exc, settings)
+        if problem is None:
+            raise
+        raise EtcdAccessError(problem) from exc

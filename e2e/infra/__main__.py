@@ -4,7 +4,10 @@
   lines (also in ``<state>/env``), so ``eval "$(python -m e2e.infra up)"`` or
   ``set -a; . .infra/env`` exports them.  Reuses healthy running servers.
   Without names it starts every single server; the three-member clusters
-  (``cassandra-cluster``, ``etcd-cluster``) start only when named.
+  (``cassandra-cluster``, ``etcd-cluster``), the secured etcd (``etcd-secure``:
+  https only, client certificates, users and roles) and the secured Cassandra
+  (``cassandra-secure``: TLS only, client certificates, logins and permissions) start
+  only when named.
   ``--cassandra-commitlog-sync periodic`` launches Cassandra with its own default
   commit log sync (every 10 s) instead of the harness's ``batch`` (benchmarks of a
   production-like node; a kill -9 then loses the last acknowledged writes);
@@ -29,7 +32,7 @@ from typing import get_args
 
 from .cassandra import DEFAULT_COMMITLOG_SYNC, Cassandra, CommitlogSync
 from .group import ServerGroup
-from .registry import GROUPS, SERVERS
+from .registry import GROUPS, NAMED_ONLY, SERVERS
 from .server import InfraError, Server
 
 Managed = Server | ServerGroup
@@ -78,7 +81,7 @@ def _add_servers_argument(parser: argparse.ArgumentParser) -> None:
         "servers",
         nargs="*",
         metavar="SERVER",
-        help=f"any of {', '.join([*SERVERS, *GROUPS])} (default: every single server)",
+        help=f"any of {', '.join([*SERVERS, *NAMED_ONLY, *GROUPS])} (default: every single server)",
     )
 
 
@@ -90,7 +93,7 @@ def _select(
     *,
     groups_by_default: bool = False,
 ) -> list[Managed]:
-    known = [*SERVERS, *GROUPS]
+    known = [*SERVERS, *NAMED_ONLY, *GROUPS]
     unknown = [name for name in names if name not in known]
     if unknown:
         raise InfraError(f"unknown server(s) {unknown}; known: {', '.join(known)}")
@@ -104,7 +107,7 @@ def _select(
         elif name in GROUPS:
             chosen.append(GROUPS[name](state_dir, cache_dir))
         else:
-            chosen.append(SERVERS[name](state_dir, cache_dir))
+            chosen.append({**SERVERS, **NAMED_ONLY}[name](state_dir, cache_dir))
     return chosen
 
 

@@ -8,12 +8,17 @@ works before the project's own dependencies are installed.
 
 Protocol v4 is used on purpose: v5 switches to segment framing after the
 handshake, and v4 is supported by every Cassandra from 2.2 to 5.x.
+
+A secured node (``cassandra_secure.py``) is reached over TLS (``tls``) and logs in
+with a role's password (``login``: SASL PLAIN, what PasswordAuthenticator takes).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from dataclasses import dataclass
 
 VERSION_REQUEST = 0x04
 VERSION_RESPONSE = 0x84
@@ -23,8 +28,11 @@ OP_ERROR = 0x00
 OP_STARTUP = 0x01
 OP_READY = 0x02
 OP_AUTHENTICATE = 0x03
+OP_OPTIONS = 0x05
 OP_QUERY = 0x07
 OP_RESULT = 0x08
+OP_AUTH_RESPONSE = 0x0F
+OP_AUTH_SUCCESS = 0x10
 
 RESULT_ROWS = 0x0002
 CONSISTENCY_ONE = 0x0001
@@ -40,6 +48,14 @@ TYPE_CUSTOM, TYPE_LIST, TYPE_MAP, TYPE_SET = 0x0000, 0x0020, 0x0021, 0x0022
 
 class CqlError(Exception):
     """The server answered, but not with what a ready node answers."""
+
+
+@dataclass(frozen=True)
+class Login:
+    """A role and its password, for a node with PasswordAuthenticator."""
+
+    role: str
+    password: str
 
 
 class _Reader:
@@ -142,20 +158,49 @@ def _rows(body: bytes) -> list[list[bytes | None]]:
     return [[reader.read_bytes() for _ in range(columns)] for _ in range(count)]
 
 
-def _query(host: str, port: int, query: str, timeout: float) -> list[list[bytes | None]]:
-    """Handshake with the node at ``host:port``, run ``query`` at ONE, return its rows.
+def _connect(host: str, port: int, timeout: float, tls: ssl.SSLContext | None) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.settimeout(timeout)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=host if tls.check_hostname else None)
+    except BaseException:
+        sock.close()
+        raise
 
-    Raises OSError if nothing useful listens, CqlError if the node answers but
-    is not ready (or requires authentication, which the harness never enables).
-    """
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        _send(sock, OP_STARTUP, struct.pack(">H", 1) + _string("CQL_VERSION") + _string("3.0.0"))
-        opcode, _ = _recv(sock)
-        if opcode == OP_AUTHENTICATE:
+
+def _handshake(sock: socket.socket, login: Login | None) -> None:
+    """STARTUP, and the password login if the node asks for one, up to READY."""
+    _send(sock, OP_STARTUP, struct.pack(">H", 1) + _string("CQL_VERSION") + _string("3.0.0"))
+    opcode, _ = _recv(sock)
+    if opcode == OP_AUTHENTICATE:
+        if login is None:
             raise CqlError("node requires authentication")
-        if opcode != OP_READY:
-            raise CqlError(f"expected READY after STARTUP, got opcode {opcode:#x}")
+        token = b"\0" + login.role.encode() + b"\0" + login.password.encode()
+        _send(sock, OP_AUTH_RESPONSE, struct.pack(">i", len(token)) + token)
+        opcode, _ = _recv(sock)
+        if opcode != OP_AUTH_SUCCESS:
+            raise CqlError(f"expected AUTH_SUCCESS, got opcode {opcode:#x}")
+    elif opcode != OP_READY:
+        raise CqlError(f"expected READY after STARTUP, got opcode {opcode:#x}")
+
+
+def _request(
+    host: str,
+    port: int,
+    query: str,
+    timeout: float,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> bytes:
+    """Handshake with the node at ``host:port``, run ``query`` at ONE, return the RESULT body.
+
+    Raises OSError if nothing useful listens (``ssl.SSLError`` for a failed TLS
+    handshake), CqlError if the node answers but is not ready or refuses the login.
+    """
+    with _connect(host, port, timeout, tls) as sock:
+        _handshake(sock, login)
         text = query.encode()
         _send(
             sock,
@@ -165,12 +210,44 @@ def _query(host: str, port: int, query: str, timeout: float) -> list[list[bytes 
         opcode, body = _recv(sock)
         if opcode != OP_RESULT:
             raise CqlError(f"expected RESULT, got opcode {opcode:#x}")
-        return _rows(body)
+        return body
 
 
-def release_version(host: str, port: int, timeout: float = 5.0) -> str:
-    """The node's ``release_version``: proof that it serves reads (see ``_query``)."""
-    found = _query(host, port, "SELECT release_version FROM system.local", timeout)
+def _query(
+    host: str,
+    port: int,
+    query: str,
+    timeout: float,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> list[list[bytes | None]]:
+    """The rows ``query`` returns (see ``_request``)."""
+    return _rows(_request(host, port, query, timeout, tls, login))
+
+
+def execute(
+    host: str,
+    port: int,
+    statement: str,
+    timeout: float = 10.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> None:
+    """Run a statement whose result is not rows (DDL, CREATE ROLE, GRANT)."""
+    _request(host, port, statement, timeout, tls, login)
+
+
+def release_version(
+    host: str,
+    port: int,
+    timeout: float = 5.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> str:
+    """The node's ``release_version``: proof that it serves reads (see ``_request``)."""
+    found = _query(host, port, "SELECT release_version FROM system.local", timeout, tls, login)
     if not found or not found[0]:
         raise CqlError("query returned no rows")
     cell = found[0][0]
@@ -180,3 +257,15 @@ def release_version(host: str, port: int, timeout: float = 5.0) -> str:
 def peer_count(host: str, port: int, timeout: float = 5.0) -> int:
     """How many other nodes this node knows through gossip (rows of ``system.peers_v2``)."""
     return len(_query(host, port, "SELECT peer FROM system.peers_v2", timeout))
+
+
+def hinted_nodes(host: str, port: int, timeout: float = 5.0) -> int:
+    """How many nodes this node holds hints for, not yet replayed to them."""
+    return len(_query(host, port, "SELECT address FROM system_views.pending_hints", timeout))
+
+
+def schema_versions(host: str, port: int, timeout: float = 5.0) -> set[bytes]:
+    """The schema versions this node sees: its own and each peer's (one when they agree)."""
+    own = _query(host, port, "SELECT schema_version FROM system.local", timeout)
+    peers = _query(host, port, "SELECT schema_version FROM system.peers_v2", timeout)
+    return {row[0] for row in own + peers if row[0] is not None}

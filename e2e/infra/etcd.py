@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -172,15 +173,15 @@ class Etcd(VersionedServer):
         read-only so that probing never bumps the revision tests observe.
         """
         base = f"http://{self.host}:{port}"
-        health = _http_json(f"{base}/health", None, timeout)
+        health = http_json(f"{base}/health", None, timeout)
         if health.get("health") != "true":
             raise ProbeError(f"/health says {health}")
         key = base64.b64encode(b"/clockwork-infra/probe").decode()
-        ranged = _http_json(f"{base}/v3/kv/range", {"key": key}, timeout)
+        ranged = http_json(f"{base}/v3/kv/range", {"key": key}, timeout)
         revision = ranged.get("header", {}).get("revision")
         if revision is None:
             raise ProbeError(f"/v3/kv/range answered without a header: {ranged}")
-        version = _http_json(f"{base}/version", None, timeout).get("etcdserver", "?")
+        version = http_json(f"{base}/version", None, timeout).get("etcdserver", "?")
         return f"{version}, revision {revision}"
 
     # --- building -------------------------------------------------------------------
@@ -288,12 +289,18 @@ def _server_env() -> dict[str, str]:
 # --- HTTP ---------------------------------------------------------------------------
 
 
-def _http_json(url: str, body: Mapping[str, str] | None, timeout: float) -> dict[str, Any]:
-    """GET (or POST ``body`` as JSON to) ``url`` and decode a JSON object; ProbeError if not."""
+def http_json(
+    url: str,
+    body: Mapping[str, str] | None,
+    timeout: float,
+    context: ssl.SSLContext | None = None,
+) -> dict[str, Any]:
+    """GET (or POST ``body`` as JSON to) ``url`` (https with ``context``) and decode a
+    JSON object; ProbeError if not."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             raw = response.read()
     except urllib.error.HTTPError as exc:  # e.g. 503 from /health without a leader
         raise ProbeError(f"{url}: HTTP {exc.code} {exc.read()[:200]!r}") from exc

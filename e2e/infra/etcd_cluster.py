@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .etcd import Etcd, _http_json
+from .etcd import Etcd, http_json
 from .group import RunningGroup, ServerGroup
 from .process import pick_free_port
 from .server import ProbeError, Running
@@ -95,7 +95,7 @@ class EtcdCluster(ServerGroup):
 
 def status_of(member: Running, timeout: float = 5.0) -> dict[str, object]:
     """The member's ``Maintenance.Status`` through the gRPC gateway (leader id, raft term)."""
-    return _http_json(f"http://{member.host}:{member.port}/v3/maintenance/status", {}, timeout)
+    return http_json(f"http://{member.host}:{member.port}/v3/maintenance/status", {}, timeout)
 
 
 def _leader_of(status: Mapping[str, object], address: str) -> str:

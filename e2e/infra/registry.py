@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from .cassandra import Cassandra
 from .cassandra_cluster import CassandraCluster
+from .cassandra_secure import SecureCassandra
 from .etcd import Etcd
 from .etcd_cluster import EtcdCluster
+from .etcd_secure import SecureEtcd
 from .group import ServerGroup
 from .kafka import Kafka
 from .kube import Kube
@@ -25,6 +27,13 @@ SERVERS: dict[str, type[Server]] = {
     Kube.name: Kube,
     Node.name: Node,
 }
+
+NAMED_ONLY: dict[str, type[Server]] = {
+    SecureCassandra.name: SecureCassandra,
+    SecureEtcd.name: SecureEtcd,
+}
+"""Single servers started only when named (the secured variants the security tests
+start themselves), stopped by a plain ``down``."""
 
 GROUPS: dict[str, type[ServerGroup]] = {
     CassandraCluster.name: CassandraCluster,

@@ -169,6 +169,18 @@ def test_rbac_has_no_wildcards(kube: KubeTools, variant: str) -> None:
         ([TOKEN, "worker.gcYoungThreshold=50"], "gcYoungThreshold"),
         ([TOKEN, "worker.gcYoungThreshold=1000001"], "gcYoungThreshold"),
         ([TOKEN, "api.unknownKey=1"], "unknownKey"),
+        ([TOKEN, "etcd.tls.existingSecret=Not_A_Name"], "/etcd/tls/existingSecret"),
+        ([TOKEN, "etcd.auth.existingSecret=-bad"], "/etcd/auth/existingSecret"),
+        ([TOKEN, "etcd.auth.password=inline"], "additional properties 'password' not allowed"),
+        ([TOKEN, "etcd.tls.clientCertificate=maybe"], "/etcd/tls/clientCertificate"),
+        (
+            [TOKEN, "cassandra.auth.existingSecret=cass-login", "cassandra.username=clockwork"],
+            "cassandra.auth.existingSecret gives the username and the password",
+        ),
+        ([TOKEN, "cassandra.tls.existingSecret=Not_A_Name"], "/cassandra/tls/existingSecret"),
+        ([TOKEN, "cassandra.tls.verifyHostname=maybe"], "/cassandra/tls/verifyHostname"),
+        ([TOKEN, "cassandra.tls.caFile=/x"], "caFile"),
+        ([TOKEN, "cassandra.auth.username=x"], "username"),
     ],
 )
 def test_bad_values_are_refused_naming_the_field(

@@ -3,7 +3,7 @@
 * `store`: `CassandraStore`, the `clockwork_svc.abc.Store` implementation;
 * `schema`: versioned migrations (`MIGRATIONS`, `migrate`) and test keyspaces;
 * `bridge`: `execute_async` bridged to asyncio, paging, error mapping;
-* `connecting`: driver configuration and start-up retries;
+* `connecting`: driver configuration, TLS, start-up retries and refusals;
 * `rows`: rows to records and back.
 """
 

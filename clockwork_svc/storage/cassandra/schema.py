@@ -33,12 +33,15 @@ import re
 import string
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SCHEMA
+
+if TYPE_CHECKING:
+    from clockwork_svc.settings import CassandraTlsSettings
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +246,7 @@ async def migrate(
     local_dc: str | None = None,
     username: str | None = None,
     password: str | None = None,
+    tls: CassandraTlsSettings | None = None,
     connect_timeout_s: float = 60.0,
 ) -> list[str]:
     """Create the keyspace if absent, apply pending migrations, record the layout.
@@ -266,6 +270,7 @@ async def migrate(
         local_dc=local_dc,
         username=username,
         password=password,
+        tls=tls,
         timeout_s=connect_timeout_s,
     )
     try:

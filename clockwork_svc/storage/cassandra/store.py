@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cassandra import InvalidRequest
 from cassandra.query import BatchStatement, BatchType
@@ -55,6 +55,9 @@ from clockwork_svc.storage.columns import (
     markers,
     progress_values,
 )
+
+if TYPE_CHECKING:
+    from clockwork_svc.settings import CassandraTlsSettings
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -353,6 +356,7 @@ class CassandraStore:
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
         speculative_delay_s: float = 0.0,
+        tls: CassandraTlsSettings | None = None,
     ) -> CassandraStore:
         """Connect (retrying an unreachable cluster until `connect_timeout_s`), check the
         keyspace's schema and layout, and prepare every statement.
@@ -361,13 +365,16 @@ class CassandraStore:
         (they follow a delivery: no client waits on them); `read_linger_s`: the same for
         schedule reads (a worker's read ahead of the due time; an api's answer a client
         waits for, so 0 there); `speculative_delay_s`: after how long an idempotent
-        request unanswered is also sent to another node (0: never)."""
+        request unanswered is also sent to another node (0: never); `tls`: TLS to the
+        nodes. Raises `StoreRefused` at once when the nodes refuse the login or a
+        certificate."""
         schema.check_keyspace(keyspace)
         cluster, session = await connecting.connect(
             contact_points,
             local_dc=local_dc,
             username=username,
             password=password,
+            tls=tls,
             timeout_s=connect_timeout_s,
             speculative_delay_s=speculative_delay_s,
         )

@@ -23,7 +23,7 @@ from clockwork_svc.domain.spec import (
     ScheduleSpec,
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
-from clockwork_svc.settings import EtcdSettings
+from clockwork_svc.settings import EtcdSecurity, EtcdSettings
 
 Call = tuple[ClientSettings, str, tuple[Any, ...]]
 NEW_YEAR_2030_MS = 1_893_456_000_000
@@ -232,16 +232,16 @@ def test_tenant_limits_and_defaults(calls: list[Call]) -> None:
 def test_cluster_status_reads_the_default_etcd_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     from clockwork_svc.coordination import etcd
 
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, str, EtcdSecurity]] = []
 
-    async def cluster_status(endpoint: str, cluster: str) -> ClusterView:
-        asked.append((endpoint, cluster))
+    async def cluster_status(endpoint: str, cluster: str, security: EtcdSecurity) -> ClusterView:
+        asked.append((endpoint, cluster, security))
         return ClusterView(revision=7, workers={"w": {}}, owners={0: ("w", 3)}, shard_count=2)
 
     monkeypatch.setattr(etcd, "cluster_status", cluster_status)
     result = invoke("cluster", "status")
     assert result.exit_code == 0, result.output
     default = EtcdSettings()
-    assert asked == [(default.endpoint, default.cluster)]
+    assert asked == [(default.endpoint, default.cluster, EtcdSecurity())]
     assert "etcd revision 7, 2 shards, 1 live workers" in result.output
     assert "unowned: 1 1" in result.output
