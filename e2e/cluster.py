@@ -19,12 +19,16 @@ from typing import Protocol
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.coordination.etcd import cluster_status
 from clockwork_svc.storage.cassandra import drop_keyspace_for_tests
+from clockwork_svc.storage.cassandra.connecting import parse_contact_point
 from e2e.checker import Report, Window, collect_outcomes, judge
+from e2e.infra.cassandra_cluster import unsettled
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
 from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
 
 TENANT = "faults"
+# How long teardown waits for a replicated Cassandra to settle before dropping a keyspace.
+SETTLE_TIMEOUT_S = 120.0
 
 
 def now_ms() -> int:
@@ -223,8 +227,11 @@ class Cluster:
         one; kept, they would pile up over many benchmark and test runs until the
         harness's Cassandra (1 GiB heap) runs out of heap."""
         await _terminate([*self.workers, *([self.api] if self.api else [])])
+        contact_points = self.env["CLOCKWORK_CASSANDRA"].split(",")
+        if len(contact_points) > 1:
+            await _settle_replicas(contact_points, SETTLE_TIMEOUT_S)
         try:
-            await drop_keyspace_for_tests(self.env["CLOCKWORK_CASSANDRA"].split(","), self.keyspace)
+            await drop_keyspace_for_tests(contact_points, self.keyspace)
         except Exception as exc:  # noqa: BLE001 - best effort: the run's result stands
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 
@@ -243,6 +250,19 @@ async def _terminate(procs: Sequence[ClockworkProcess]) -> None:
                 await proc.kill(signal.SIGTERM)
             except (ProcessLookupError, TimeoutError):
                 await proc.kill(signal.SIGKILL)
+
+
+async def _settle_replicas(contact_points: Sequence[str], timeout_s: float) -> None:
+    """Wait until the replicas hold no hints and agree on the schema (see
+    cassandra_cluster.unsettled): a keyspace dropped before that can leave a node on
+    an old schema."""
+    points = [parse_contact_point(p) for p in contact_points]
+    deadline = time.monotonic() + timeout_s
+    while found := await asyncio.to_thread(unsettled, points):
+        if time.monotonic() > deadline:
+            print(f"replicas not settled after {timeout_s:.0f}s: {'; '.join(found)}")
+            return
+        await asyncio.sleep(1.0)
 
 
 class ApiAccess(Protocol):

@@ -125,6 +125,30 @@ class CassandraCluster(ServerGroup):
         return f"{len(running)} nodes, Cassandra {running[0].detail}"
 
 
+def unsettled(contact_points: Sequence[tuple[str, int]], timeout: float = 5.0) -> list[str]:
+    """What keeps the nodes from being settled: hints not yet replayed, or nodes that
+    disagree on the schema. Empty once settled.
+
+    Dropping a keyspace while hints for one of its tables are still being replayed
+    can leave the receiving node on an old schema version (Cassandra 5.0.9's
+    MigrationStage fails with "Unknown CF" in the drop, and every later schema change
+    is then unknown to that node), so test teardown waits for this before a drop."""
+    found: list[str] = []
+    versions: set[bytes] = set()
+    for host, port in contact_points:
+        try:
+            hinted = cql.hinted_nodes(host, port, timeout)
+            versions |= cql.schema_versions(host, port, timeout)
+        except (OSError, cql.CqlError) as exc:
+            found.append(f"{host} does not answer ({exc})")
+            continue
+        if hinted:
+            found.append(f"{host} holds hints for {hinted} node(s)")
+    if len(versions) > 1:
+        found.append(f"the nodes see {len(versions)} schema versions")
+    return found
+
+
 def start(
     state_dir: Path | None = None,
     cache_dir: Path | None = None,
