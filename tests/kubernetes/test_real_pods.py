@@ -53,6 +53,10 @@ ADMIN = "real-node-admin-" + uuid.uuid4().hex[:8]
 TAG, UPGRADE_TAG, UPGRADE_VERSION = "e2e", "e2e-upgrade", "0.1.1"
 MIN_WORKERS, MAX_WORKERS = 2, 3
 TARGET_PER_WORKER = 15  # an integer: `--set` reads 15.0 as a string
+# The scale-down test's light tail of firings, and how long after the drained pod is gone
+# its window of lag figures lasts.
+TAIL_SCHEDULES = 260
+HANDOVER_MS = 5_000
 LEASE_TTL = 4
 EXPIRY_MARGIN_S = 3
 """After a crash the lease runs out (up to the TTL), etcd notices (it checks expiry
@@ -542,15 +546,17 @@ async def _scale_up_and_down(
 
     assert await replicas(MIN_WORKERS)
     # ~45 firings/s for 25 s: ceil(45 / 15) = 3 workers; and a light tail of firings
-    # due until 25 s after the load, while the third worker is drained away.
+    # due until 75 s after the load, while the third worker is drained away and its
+    # shards move to the other two (light enough for the autoscaler to go back to 2).
     t0 = now_ms()
     rate, seconds = 45, 25
     end = t0 + 3_000 + seconds * 1_000
+    tail_end = end + 75_000
     load = Workload(seed=22, target=load_sink.url, prefix="scale", mix=(1.0, 0.0, 0.0))
     tail = Workload(seed=23, target=tail_sink.url, prefix="drain")
     async with release.client() as client:
         await load.create(client, load.generate(rate * seconds, t0 + 3_000, end))
-        await tail.create(client, tail.generate(120, t0 + 3_000, end + 25_000))
+        await tail.create(client, tail.generate(TAIL_SCHEDULES, t0 + 3_000, tail_end))
     took = await eventually(lambda: replicas(MAX_WORKERS), 60, f"scaled to {MAX_WORKERS}")
     print(f"scaled up to {MAX_WORKERS} after {took:.1f}s")
     image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
@@ -573,10 +579,13 @@ async def _scale_up_and_down(
     # Until the kubelet confirms the drained pod's end: its SIGTERM path has run.
     took = await eventually(drained, 60, "the drained worker pod gone", 0.2)
     print(f"the drained worker pod was gone {took:.1f}s after the scale-down")
-    window = Window("scale down (drain)", down, now_ms())
+    # From the scale-down until the survivors have held the drained worker's shards
+    # for a few seconds: the firings due while its shards change hands.
+    window = Window("scale down (drain and handover)", down, now_ms() + HANDOVER_MS)
+    assert window.end_ms < tail_end, "the scale-down came after the tail of firings"
     report = await settle(release, load, load_sink, end, [Window("scaled up", t0, end)])
     assert_no_loss("scale up", report, duplicates_allowed=False)
-    report = await settle(release, tail, tail_sink, end + 25_000, [window])
+    report = await settle(release, tail, tail_sink, tail_end, [window])
     assert_no_loss("scale down", report, duplicates_allowed=False)
     assert report.windows[0].due > 0, "no firing was due while the worker drained"
 
