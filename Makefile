@@ -16,7 +16,8 @@ dev: $(PY)
 test:
 	./scripts/test.sh
 
-## The replicated stores' suite (three Cassandra nodes, three etcd members); after `make test`.
+## Only the replicated stores' suite (three Cassandra nodes, three etcd members), the
+## second stage of `make test`; needs the .venv that `make test` makes.
 test-replicated:
 	./scripts/test-replicated.sh
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The replicated stores' suite: three Cassandra nodes at replication factor 3 and three
 # etcd members, started by the project's harness; the store contract suite and the
-# replicated-store nemeses (pytest -m replicated) against them. Run after `make test`
-# (it reuses its .venv). Not part of the README's test command yet: see
-# docs/reliability.md, "The replicated stores", for what still fails on this topology.
+# replicated-store nemeses (pytest -m replicated) against them. The second stage of
+# `make test` (scripts/test.sh); on its own, `make test-replicated` reuses the .venv that
+# `make test` made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs Python dependencies (and Java /
-# Maven if missing), checks lint and types, starts real servers (Cassandra) with the
-# project's own harness, runs pytest, and stops the servers.
+# Maven if missing), checks lint and types, starts real servers (Cassandra, etcd, Kafka,
+# Kubernetes) with the project's own harness, runs pytest, and stops the servers; then
+# runs the replicated stores' suite on a three-node Cassandra and a three-member etcd
+# (scripts/test-replicated.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,15 +53,29 @@ trap '.venv/bin/python -m e2e.infra down || true' EXIT
 cat .infra.env
 set -a; . ./.infra.env; set +a
 
-log "pytest"
+log "pytest: single-node servers"
 export CLOCKWORK_REQUIRE_INFRA=1
 set +e
-# The replicated stores' suite needs the three-member clusters: scripts/test-replicated.sh.
+# The replicated stores' tests need the three-member clusters: the second stage below.
 .venv/bin/python -m pytest -q -ra -p no:cacheprovider -m "not replicated" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
-  exit 1
+  rc=1
 fi
-exit "$rc"
+# Arguments select single-node tests (e.g. `./scripts/test.sh tests/unit`): no second stage.
+if [ "$#" -gt 0 ]; then
+  exit "$rc"
+fi
+
+# Second stage: a three-node Cassandra and a three-member etcd, in the memory and CPU the
+# single-node servers leave free.
+log "stopping the single-node servers"
+.venv/bin/python -m e2e.infra down
+replicated=0
+./scripts/test-replicated.sh || replicated=$?
+if [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi
+exit "$replicated"
