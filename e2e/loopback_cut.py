@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from e2e.infra import cgroups
-
-
-class CutError(RuntimeError):
-    pass
+from e2e.netns import NetnsError, run
 
 
 def available() -> str | None:
@@ -38,15 +34,13 @@ def available() -> str | None:
         return "`nft` not installed"
     try:
         LoopbackCut().create().destroy()
-    except CutError as exc:
+    except NetnsError as exc:
         return f"cannot create an nft table: {exc}"
     return None
 
 
 def _nft(argv: Sequence[str], stdin: str | None = None, check: bool = True) -> None:
-    done = subprocess.run(["nft", *argv], input=stdin, capture_output=True, text=True, timeout=30)
-    if check and done.returncode != 0:
-        raise CutError(f"`nft {' '.join(argv)}` failed ({done.returncode}): {done.stderr.strip()}")
+    run(["nft", *argv], stdin, check)
 
 
 class LoopbackCut:

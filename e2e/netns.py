@@ -38,7 +38,7 @@ _POOL = ipaddress.IPv4Network("10.213.0.0/16")
 
 
 class NetnsError(RuntimeError):
-    pass
+    """A command that sets up or changes the kernel's network state failed."""
 
 
 def available() -> str | None:
@@ -54,7 +54,8 @@ def available() -> str | None:
     return None
 
 
-def _run(argv: Sequence[str], stdin: str | None = None, check: bool = True) -> str:
+def run(argv: Sequence[str], stdin: str | None = None, check: bool = True) -> str:
+    """Run `argv` (ip, nft) and return its stdout; NetnsError when it fails (`check`)."""
     done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=30)
     if check and done.returncode != 0:
         raise NetnsError(f"`{' '.join(argv)}` failed ({done.returncode}): {done.stderr.strip()}")
@@ -62,7 +63,7 @@ def _run(argv: Sequence[str], stdin: str | None = None, check: bool = True) -> s
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
-    out = _run(["ip", "-4", "-o", "addr", "show"])
+    out = run(["ip", "-4", "-o", "addr", "show"])
     nets = []
     for line in out.splitlines():
         fields = line.split()
@@ -105,7 +106,7 @@ class Namespace:
         net = _free_subnet()
         host, ns = list(net.hosts())[:2]
         self.host_ip, self.ns_ip = str(host), str(ns)
-        _run(["ip", "netns", "add", self.name])
+        run(["ip", "netns", "add", self.name])
         self._created = True
         try:
             self._wire(net.prefixlen)
@@ -115,10 +116,10 @@ class Namespace:
         return self
 
     def _wire(self, prefix: int) -> None:
-        _run(["ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if])
-        _run(["ip", "link", "set", self.ns_if, "netns", self.name])
-        _run(["ip", "addr", "add", f"{self.host_ip}/{prefix}", "dev", self.host_if])
-        _run(["ip", "link", "set", self.host_if, "up"])
+        run(["ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if])
+        run(["ip", "link", "set", self.ns_if, "netns", self.name])
+        run(["ip", "addr", "add", f"{self.host_ip}/{prefix}", "dev", self.host_if])
+        run(["ip", "link", "set", self.host_if, "up"])
         Path(f"/proc/sys/net/ipv4/conf/{self.host_if}/route_localnet").write_text("1\n")
         self.exec(["ip", "addr", "add", f"{self.ns_ip}/{prefix}", "dev", self.ns_if])
         self.exec(["ip", "link", "set", self.ns_if, "up"])
@@ -129,7 +130,7 @@ class Namespace:
         if not self.ports:
             return
         ports = ", ".join(str(p) for p in self.ports)
-        _run(
+        run(
             ["nft", "-f", "-"],
             stdin=f"""
 table ip {self.table} {{
@@ -167,11 +168,11 @@ table inet partition {{
     def destroy(self) -> None:
         """Delete everything `create` made (idempotent; errors are ignored)."""
         if self._created:
-            _run(["ip", "netns", "del", self.name], check=False)
+            run(["ip", "netns", "del", self.name], check=False)
             self._created = False
         # Normally gone with the namespace (the peer of a deleted veth end is deleted).
-        _run(["ip", "link", "del", self.host_if], check=False)
-        _run(["nft", "delete", "table", "ip", self.table], check=False)
+        run(["ip", "link", "del", self.host_if], check=False)
+        run(["nft", "delete", "table", "ip", self.table], check=False)
 
     def __enter__(self) -> Namespace:
         return self
@@ -186,7 +187,7 @@ table inet partition {{
         return ["ip", "netns", "exec", self.name, *argv]
 
     def exec(self, argv: Sequence[str], stdin: str | None = None) -> str:
-        return _run(self.command(argv), stdin=stdin)
+        return run(self.command(argv), stdin=stdin)
 
     # --- the nemesis ------------------------------------------------------------------------
 
