@@ -53,8 +53,6 @@ class BenchCluster(Cluster):
             keyspace_prefix="bench_",
             worker_flags=("--max-concurrent-deliveries", str(max_concurrent_deliveries)),
             tenant=TENANT,
-            # Given a cluster's nodes (`up cassandra-cluster`), replicate as production.
-            replication_factor=min(3, len(cassandra.split(","))),
         )
         # Every process of the cluster (api and workers) collects with this threshold.
         self.env["CLOCKWORK_GC_YOUNG_THRESHOLD"] = str(gc_young_threshold)

@@ -48,16 +48,18 @@ class Cluster:
         keyspace_prefix: str = "faults_",
         worker_flags: Sequence[str] = (),
         tenant: str = TENANT,
-        replication_factor: int = 1,
+        replication_factor: int | None = None,
     ) -> None:
         """`cassandra`: contact points, comma-separated; `worker_flags`: more
-        `clockwork worker` arguments; `tenant`: the tenant `client()` acts as."""
+        `clockwork worker` arguments; `tenant`: the tenant `client()` acts as;
+        `replication_factor`: the keyspace's (default: 3 on a cluster of three or more
+        contact points, else as many as there are)."""
         self.run_dir = run_dir
         self.shards = shards
         self.lease_ttl = lease_ttl
         self.worker_flags = list(worker_flags)
         self.tenant = tenant
-        self.replication_factor = replication_factor
+        self.replication_factor = replication_factor or min(3, len(cassandra.split(",")))
         self.keyspace = keyspace_prefix + uuid.uuid4().hex[:10]
         self.name = "c" + uuid.uuid4().hex[:8]
         self.etcd = etcd

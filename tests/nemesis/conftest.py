@@ -27,8 +27,10 @@ async def sink() -> AsyncIterator[RecordingSink]:
 @pytest.fixture
 async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
     """`await make_cluster(workers=3, cassandra=..., etcd=...)`: started, all shards owned.
-    Cassandra and etcd default to the shared single servers; `cassandra` and `etcd` may
-    list several addresses, comma-separated."""
+    Cassandra and etcd default to the servers CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD
+    name (the single test servers, or the clusters' members); `cassandra` and `etcd` may
+    list several addresses, comma-separated; the keyspace's replication factor defaults
+    to 3 on three or more Cassandra nodes."""
     made: list[Cluster] = []
 
     async def make(
@@ -36,7 +38,7 @@ async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
         cassandra: str | None = None,
         etcd: str | None = None,
         shards: int = 16,
-        replication_factor: int = 1,
+        replication_factor: int | None = None,
     ) -> Cluster:
         cluster = Cluster(
             tmp_path,
