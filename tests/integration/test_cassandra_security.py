@@ -26,13 +26,19 @@ from pathlib import Path
 import pytest
 from cassandra import Unauthorized
 
+from clockwork_svc import app
+from clockwork_svc.abc import SystemClock
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.domain.triggers import OnceTrigger
 from clockwork_svc.errors import StoreUnavailable
-from clockwork_svc.settings import CassandraSettings, CassandraTlsSettings
+from clockwork_svc.settings import (
+    CassandraSettings,
+    CassandraTlsSettings,
+    ProcessSettings,
+    StoreSettings,
+)
 from clockwork_svc.storage.cassandra import bridge, connecting
-from clockwork_svc.storage.cassandra.store import CassandraStore
 from e2e.infra import cql, pki
 from e2e.infra.cassandra_secure import CLOCKWORK, Pki, SecureCassandra
 from e2e.infra.server import Running
@@ -138,15 +144,8 @@ def migrated(secured: Secured) -> Secured:
 
 
 async def test_the_store_opens_over_tls_and_writes_and_reads(migrated: Secured) -> None:
-    c = migrated.settings()
-    store = await CassandraStore.open(
-        list(c.contact_points),
-        c.keyspace,
-        username=c.username,
-        password=c.password,
-        tls=c.tls,
-        connect_timeout_s=c.connect_timeout_s,
-    )
+    settings = ProcessSettings(store=StoreSettings(kind="cassandra", cassandra=migrated.settings()))
+    store = await app.open_store(settings, SystemClock(), serves_api=True)
     try:
         token_hash = "hash-" + uuid.uuid4().hex
         await store.put_token_owner(token_hash, "tenant-a")

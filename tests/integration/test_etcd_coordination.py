@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from clockwork_svc.abc import SystemClock
+from clockwork_svc.abc import Store, SystemClock
 from clockwork_svc.coordination.etcd import EtcdCoordinator, EtcdLoadReader, cluster_status
 from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
 from clockwork_svc.domain.spec import Target
@@ -76,6 +76,20 @@ async def cluster_env(tmp_path: Path) -> AsyncIterator[tuple[str, str, SqliteSto
 
 
 async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Member:
+    settings = EtcdSettings(
+        endpoint=endpoint,
+        cluster=cluster,
+        lease_ttl_s=TTL,
+        safety_margin_s=0.75,
+        rebalance_interval_s=0.5,
+        load_report_interval_s=0.3,
+        worker_id=name,
+    )
+    return await start_member(store, settings)
+
+
+async def start_member(store: Store, settings: EtcdSettings) -> Member:
+    """A worker on `store` and its coordinator, wired as `clockwork worker` wires them."""
     clock = SystemClock()
     layout = await store.layout()
     holder: dict[str, EtcdCoordinator] = {}
@@ -90,20 +104,15 @@ async def join(endpoint: str, cluster: str, store: SqliteStore, name: str) -> Me
         may_dispatch=lambda: holder["c"].may_dispatch(),
     )
     worker.start()
-    settings = EtcdSettings(
-        endpoint=endpoint,
-        cluster=cluster,
-        lease_ttl_s=TTL,
-        safety_margin_s=0.75,
-        rebalance_interval_s=0.5,
-        load_report_interval_s=0.3,
-        worker_id=name,
-    )
     coordinator = EtcdCoordinator(
-        settings, worker, SHARDS, clock, load=lambda wid: worker.load_report(wid, 2.0)
+        settings,
+        worker,
+        layout.shard_count,
+        clock,
+        load=lambda wid: worker.load_report(wid, 2.0),
     )
     holder["c"] = coordinator
-    task = asyncio.create_task(coordinator.run(), name=f"coordinator-{name}")
+    task = asyncio.create_task(coordinator.run(), name=f"coordinator-{settings.worker_id}")
     return Member(worker, coordinator, task, metrics)
 
 

@@ -25,10 +25,8 @@ import aetcd
 import grpc
 import pytest
 
-from clockwork_svc.abc import SystemClock
 from clockwork_svc.coordination import etcd_access
 from clockwork_svc.coordination.etcd import (
-    EtcdCoordinator,
     EtcdLoadReader,
     check_access,
     cluster_status,
@@ -36,14 +34,12 @@ from clockwork_svc.coordination.etcd import (
 )
 from clockwork_svc.coordination.etcd_access import EtcdAccessError
 from clockwork_svc.domain.model import ClusterLayout
-from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.settings import EtcdSecurity, EtcdSettings, EtcdTlsSettings
 from clockwork_svc.storage.sqlite import SqliteStore
-from clockwork_svc.worker.worker import Worker, WorkerSettings
 from e2e.infra import etcd_secure, pki
 from e2e.infra.server import Running
 from tests.conftest import require_server
-from tests.integration.test_etcd_coordination import NullSink, wait_until
+from tests.integration.test_etcd_coordination import Member, start_member, wait_until
 from tests.support.processes import CLOCKWORK
 
 SHARDS = 8
@@ -107,40 +103,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         running.destroy()
 
 
-@dataclass
-class Member:
-    worker: Worker
-    coordinator: EtcdCoordinator
-    task: asyncio.Task[None]
-
-    async def stop(self) -> None:
-        await self.coordinator.stop()
-        await asyncio.wait_for(self.task, 15)
-        await self.worker.stop()
-
-
 @contextlib.asynccontextmanager
 async def member(settings: EtcdSettings, tmp_path: Path) -> AsyncIterator[Member]:
     """A worker and its coordinator, as `clockwork worker` wires them."""
     layout = ClusterLayout(SHARDS, 60_000, int(time.time() * 1000))
     store = await SqliteStore.open(tmp_path / f"{settings.cluster}.db", layout)
-    clock = SystemClock()
-    holder: dict[str, EtcdCoordinator] = {}
-    worker = Worker(
-        store,
-        NullSink(),
-        clock,
-        layout,
-        WorkerSettings(),
-        Metrics(),
-        may_dispatch=lambda: holder["c"].may_dispatch(),
-    )
-    worker.start()
-    holder["c"] = coordinator = EtcdCoordinator(
-        settings, worker, SHARDS, clock, load=lambda wid: worker.load_report(wid, 2.0)
-    )
-    task = asyncio.create_task(coordinator.run(), name=f"coordinator-{settings.worker_id}")
-    running = Member(worker, coordinator, task)
+    running = await start_member(store, settings)
     try:
         yield running
     finally:

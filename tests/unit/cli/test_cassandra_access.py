@@ -13,17 +13,7 @@ from click.testing import CliRunner, Result
 from clockwork_svc.cli import cassandra_access, main
 from clockwork_svc.errors import StoreRefused
 from clockwork_svc.settings import CassandraSettings, CassandraTlsSettings, ProcessSettings
-
-
-@pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[ProcessSettings]:
-    started: list[ProcessSettings] = []
-
-    def run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
-        started.append(settings)
-
-    monkeypatch.setattr(main, "_run", run)
-    return started
+from tests.unit.cli.conftest import Runs
 
 
 @pytest.fixture
@@ -39,25 +29,21 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main.cli, list(args), env=env)
 
 
-def cassandra_of(
-    runs: list[ProcessSettings], *args: str, env: dict[str, str] | None = None
-) -> CassandraSettings:
+def cassandra_of(runs: Runs, *args: str, env: dict[str, str] | None = None) -> CassandraSettings:
     result = invoke(*args, env=env)
     assert result.exit_code == 0, result.output
-    [settings] = runs
+    [(settings, _, _)] = runs
     return settings.store.cassandra
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
-def test_without_flags_plain_text_and_no_login(runs: list[ProcessSettings], command: str) -> None:
+def test_without_flags_plain_text_and_no_login(runs: Runs, command: str) -> None:
     cassandra = cassandra_of(runs, command)
     assert (cassandra.tls, cassandra.username, cassandra.password) == (None, None, None)
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
-def test_each_flag_reaches_its_setting(
-    runs: list[ProcessSettings], pem: dict[str, Path], command: str
-) -> None:
+def test_each_flag_reaches_its_setting(runs: Runs, pem: dict[str, Path], command: str) -> None:
     cassandra = cassandra_of(
         runs,
         command,
@@ -75,7 +61,7 @@ def test_each_flag_reaches_its_setting(
 
 
 def test_each_variable_reaches_its_setting(
-    runs: list[ProcessSettings], pem: dict[str, Path], tmp_path: Path
+    runs: Runs, pem: dict[str, Path], tmp_path: Path
 ) -> None:
     secret = tmp_path / "password"
     secret.write_text("from-a-file\n")
@@ -95,21 +81,19 @@ def test_each_variable_reaches_its_setting(
 
 
 def test_tls_is_on_with_a_ca_alone_and_verifies_names_by_default(
-    runs: list[ProcessSettings], pem: dict[str, Path]
+    runs: Runs, pem: dict[str, Path]
 ) -> None:
     cassandra = cassandra_of(runs, "api", "--cassandra-tls-ca", str(pem["ca"]))
     assert cassandra.tls == CassandraTlsSettings(ca_file=pem["ca"])
     assert cassandra.tls.verify_hostname is True
 
 
-def test_tls_without_a_ca_trusts_the_system_roots(runs: list[ProcessSettings]) -> None:
+def test_tls_without_a_ca_trusts_the_system_roots(runs: Runs) -> None:
     cassandra = cassandra_of(runs, "api", env={"CLOCKWORK_CASSANDRA_TLS": "true"})
     assert cassandra.tls == CassandraTlsSettings()
 
 
-def test_the_password_file_loses_one_trailing_newline_only(
-    runs: list[ProcessSettings], tmp_path: Path
-) -> None:
+def test_the_password_file_loses_one_trailing_newline_only(runs: Runs, tmp_path: Path) -> None:
     secret = tmp_path / "password"
     secret.write_text(" spaced pass \r\n")
     cassandra = cassandra_of(
@@ -172,7 +156,7 @@ def test_schema_migrate_takes_the_same_flags(
     ],
 )
 def test_bad_input_is_refused_naming_the_flag(
-    runs: list[ProcessSettings], pem: dict[str, Path], args: list[str], named: str
+    runs: Runs, pem: dict[str, Path], args: list[str], named: str
 ) -> None:
     paths = {name: str(path) for name, path in pem.items()}
     result = invoke("worker", *(a.format(**paths) for a in args))

@@ -13,18 +13,8 @@ from click.testing import CliRunner, Result
 from clockwork_svc.cli import main
 from clockwork_svc.coordination import etcd
 from clockwork_svc.coordination.etcd_access import EtcdAccessError
-from clockwork_svc.settings import EtcdSecurity, EtcdTlsSettings, ProcessSettings
-
-
-@pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[ProcessSettings]:
-    started: list[ProcessSettings] = []
-
-    def run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
-        started.append(settings)
-
-    monkeypatch.setattr(main, "_run", run)
-    return started
+from clockwork_svc.settings import EtcdSecurity, EtcdTlsSettings
+from tests.unit.cli.conftest import Runs
 
 
 @pytest.fixture
@@ -40,26 +30,22 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main.cli, list(args), env=env)
 
 
-def security_of(runs: list[ProcessSettings], *args: str, **env: str) -> EtcdSecurity:
+def security_of(runs: Runs, *args: str, **env: str) -> EtcdSecurity:
     result = invoke(*args, env=env)
     assert result.exit_code == 0, result.output
-    [settings] = runs
+    [(settings, _, _)] = runs
     runs.clear()
     assert settings.etcd is not None
     return settings.etcd.security
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
-def test_without_the_flags_etcd_is_plain_text_and_anonymous(
-    runs: list[ProcessSettings], command: str
-) -> None:
+def test_without_the_flags_etcd_is_plain_text_and_anonymous(runs: Runs, command: str) -> None:
     assert security_of(runs, command, "--etcd", "etcd:1") == EtcdSecurity()
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
-def test_the_flags_reach_the_settings(
-    runs: list[ProcessSettings], files: dict[str, Path], command: str
-) -> None:
+def test_the_flags_reach_the_settings(runs: Runs, files: dict[str, Path], command: str) -> None:
     security = security_of(
         runs,
         command,
@@ -74,9 +60,7 @@ def test_the_flags_reach_the_settings(
     assert security == EtcdSecurity(tls=tls, username="clockwork", password="secret")
 
 
-def test_the_environment_fills_them_too(
-    runs: list[ProcessSettings], files: dict[str, Path]
-) -> None:
+def test_the_environment_fills_them_too(runs: Runs, files: dict[str, Path]) -> None:
     security = security_of(
         runs,
         "worker",
@@ -89,7 +73,7 @@ def test_the_environment_fills_them_too(
 
 
 def test_a_client_certificate_alone_means_tls_with_the_systems_roots(
-    runs: list[ProcessSettings], files: dict[str, Path]
+    runs: Runs, files: dict[str, Path]
 ) -> None:
     security = security_of(
         runs,
@@ -114,7 +98,7 @@ def test_a_client_certificate_alone_means_tls_with_the_systems_roots(
 )
 @pytest.mark.parametrize("command", [["api"], ["worker"], ["cluster", "status"]])
 def test_bad_flags_are_usage_errors_naming_them(
-    runs: list[ProcessSettings],
+    runs: Runs,
     files: dict[str, Path],
     command: list[str],
     flags: list[str],

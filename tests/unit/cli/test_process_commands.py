@@ -27,26 +27,16 @@ from clockwork_svc.settings import (
     StoreSettings,
 )
 from clockwork_svc.worker.worker import WorkerSettings
+from tests.unit.cli.conftest import Runs
 
 TOKEN = "0123456789abcdef0123"
-
-
-@pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[ProcessSettings, bool, bool]]:
-    started: list[tuple[ProcessSettings, bool, bool]] = []
-
-    def run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
-        started.append((settings, api, worker))
-
-    monkeypatch.setattr(main, "_run", run)
-    return started
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main.cli, list(args), env=env)
 
 
-def started(runs: list[tuple[ProcessSettings, bool, bool]], *args: str) -> ProcessSettings:
+def started(runs: Runs, *args: str) -> ProcessSettings:
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     [(settings, _, _)] = runs
