@@ -823,15 +823,12 @@ class CassandraStore:
         """A compare-and-set, sent again while its outcome is unknown; also says whether
         it was repeated. A repeat whose first try did apply answers "not applied" (its
         condition no longer holds): callers whose write could be that one check for it."""
-        for attempt in itertools.count():
+        for attempt in range(_CAS_UNKNOWN_RETRIES):
             try:
-                page = await self._run(statement, params, profile=PROFILE_LWT)
-                return page, attempt > 0
+                return await self._run(statement, params, profile=PROFILE_LWT), attempt > 0
             except bridge.CasResultUnknown:
-                if attempt == _CAS_UNKNOWN_RETRIES:
-                    raise
                 await asyncio.sleep(random.uniform(0.5, 1.0) * _CAS_BACKOFF_S * 2**attempt)
-        raise AssertionError("unreachable")
+        return await self._run(statement, params, profile=PROFILE_LWT), True
 
 
 def _firing_key(row: rows.Row) -> FiringKey:
