@@ -101,9 +101,7 @@ async def batched(
 async def raw_limit(
     cluster: BenchCluster, n: int, concurrencies: list[int]
 ) -> list[dict[str, Any]]:
-    c, session, layout = await raw_cassandra.connect(
-        cluster.env["CLOCKWORK_CASSANDRA"], cluster.keyspace
-    )
+    c, session, layout = await raw_cassandra.connect(cluster.cassandra, cluster.keyspace)
     try:
         out = []
         for kind in ("plain", "conditional"):

@@ -16,16 +16,18 @@ from clockwork_svc.client import ClockworkClient
 from clockwork_svc.gc_policy import YOUNG_THRESHOLD
 from clockwork_svc.settings import EtcdSettings
 from e2e.cluster import Cluster
+from e2e.stores import CassandraAccess, EtcdAccess
 
 TENANT = "bench"
 
 
-def servers() -> tuple[str, str]:
-    """Cassandra and etcd addresses from the harness's env lines (several, comma-separated,
-    for the three-node clusters: `CLOCKWORK_CASSANDRA=$CLOCKWORK_CASSANDRA_CLUSTER`)."""
-    cassandra = os.environ.get("CLOCKWORK_CASSANDRA", "")
-    etcd = os.environ.get("CLOCKWORK_ETCD", "")
-    if not cassandra or not etcd:
+def servers() -> tuple[CassandraAccess, EtcdAccess]:
+    """Cassandra and etcd from the harness's env lines: CLOCKWORK_CASSANDRA and
+    CLOCKWORK_ETCD, with the TLS and login of their companion variables (e2e/stores.py;
+    for the secured three-node clusters, `scripts/on-clusters.sh python -m bench.fire`)."""
+    cassandra = CassandraAccess.from_env("CLOCKWORK_CASSANDRA")
+    etcd = EtcdAccess.from_env("CLOCKWORK_ETCD")
+    if not cassandra.contact_points or not etcd.endpoints:
         sys.exit(
             "CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD must be set: "
             'eval "$(python -m e2e.infra up cassandra etcd)" (or run scripts/bench.sh)'

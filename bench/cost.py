@@ -65,9 +65,7 @@ async def _flush(cluster: BenchCluster, wait_s: float = 300.0) -> bool:
     then wait until the on-disk sizes hold still for 10 s (flushes and the compactions
     they start have finished); False if they did not within `wait_s`, or the data dir
     is not on this machine."""
-    c, session, _ = await raw_cassandra.connect(
-        cluster.env["CLOCKWORK_CASSANDRA"], cluster.keyspace
-    )
+    c, session, _ = await raw_cassandra.connect(cluster.cassandra, cluster.keyspace)
     try:
         for table in _TABLES:
             await asyncio.to_thread(

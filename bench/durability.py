@@ -17,6 +17,7 @@ import asyncio
 from dataclasses import dataclass
 
 from clockwork_svc.storage.cassandra import connecting
+from e2e.stores import CassandraAccess
 
 _QUERY = (
     "SELECT name, value FROM system_views.settings "
@@ -47,14 +48,16 @@ class Durability:
         )
 
 
-async def of_cassandra(contact_points: str) -> Durability:
+async def of_cassandra(access: CassandraAccess) -> Durability:
     """Ask the running node (its `system_views.settings` virtual table)."""
-    cluster, session = await connecting.connect(contact_points.split(","), timeout_s=60)
+    cluster, session = await connecting.connect(
+        access.contact_points, timeout_s=60, **access.connect_kwargs()
+    )
     try:
         rows = await asyncio.to_thread(session.execute, _QUERY)
         settings = {row["name"]: row["value"] for row in rows}
     finally:
         await connecting.shutdown(cluster)
     if "commitlog_sync" not in settings:
-        raise RuntimeError(f"Cassandra at {contact_points} does not report commitlog_sync")
+        raise RuntimeError(f"Cassandra at {access.address} does not report commitlog_sync")
     return Durability(settings["commitlog_sync"], settings.get("commitlog_sync_period", ""))

@@ -23,6 +23,7 @@ from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.storage.cassandra import connecting, rows, schema
 from clockwork_svc.storage.cassandra import store as cassandra_store
 from clockwork_svc.storage.columns import SCHEDULES, markers
+from e2e.stores import CassandraAccess
 
 _STATEMENTS = ("upsert_index", "insert_schedule", "put_firing")
 
@@ -120,8 +121,10 @@ class RawInserter:
         return RawResult(concurrency, len(params), time.perf_counter() - started, state["errors"])
 
 
-async def connect(contact_points: str, keyspace: str) -> tuple[Any, Any, ClusterLayout]:
-    cluster, session = await connecting.connect(contact_points.split(","), timeout_s=60)
+async def connect(access: CassandraAccess, keyspace: str) -> tuple[Any, Any, ClusterLayout]:
+    cluster, session = await connecting.connect(
+        access.contact_points, timeout_s=60, **access.connect_kwargs()
+    )
     layout = await schema.load_layout(session, keyspace)
     assert layout is not None, f"keyspace {keyspace} has no layout"
     return cluster, session, layout

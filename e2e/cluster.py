@@ -22,7 +22,9 @@ from clockwork_svc.storage.cassandra import drop_keyspace_for_tests
 from clockwork_svc.storage.cassandra.connecting import parse_contact_point
 from e2e.checker import Report, Window, collect_outcomes, judge
 from e2e.infra.cassandra_cluster import unsettled
+from e2e.infra.cassandra_secure import SUPERUSER
 from e2e.sink import RecordingSink
+from e2e.stores import CassandraAccess, EtcdAccess
 from e2e.workload import Workload
 from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_serving
 
@@ -39,8 +41,8 @@ class Cluster:
     def __init__(
         self,
         run_dir: Path,
-        cassandra: str,
-        etcd: str,
+        cassandra: str | CassandraAccess,
+        etcd: str | EtcdAccess,
         shards: int = 16,
         lease_ttl: int = 4,
         log_level: str = "INFO",
@@ -50,7 +52,8 @@ class Cluster:
         tenant: str = TENANT,
         replication_factor: int | None = None,
     ) -> None:
-        """`cassandra`: contact points, comma-separated; `worker_flags`: more
+        """`cassandra`, `etcd`: the stores (a string: addresses, comma-separated, in
+        plain text; an access: with its TLS and login too); `worker_flags`: more
         `clockwork worker` arguments; `tenant`: the tenant `client()` acts as;
         `replication_factor`: the keyspace's (default: 3 on a cluster of three or more
         contact points, else as many as there are)."""
@@ -59,14 +62,16 @@ class Cluster:
         self.lease_ttl = lease_ttl
         self.worker_flags = list(worker_flags)
         self.tenant = tenant
-        self.replication_factor = replication_factor or min(3, len(cassandra.split(",")))
+        self.cassandra = CassandraAccess.of(cassandra)
+        self.etcd_access = EtcdAccess.of(etcd)
+        self.replication_factor = replication_factor or min(3, len(self.cassandra.contact_points))
         self.keyspace = keyspace_prefix + uuid.uuid4().hex[:10]
         self.name = "c" + uuid.uuid4().hex[:8]
-        self.etcd = etcd
+        self.etcd = self.etcd_access.endpoints
         self.env = {
-            "CLOCKWORK_CASSANDRA": cassandra,
+            **self.cassandra.env(),
+            **self.etcd_access.env(),
             "CLOCKWORK_KEYSPACE": self.keyspace,
-            "CLOCKWORK_ETCD": etcd,
             "CLOCKWORK_CLUSTER": self.name,
             "CLOCKWORK_CASSANDRA_CONNECT_TIMEOUT": "60",
             "CLOCKWORK_LOG_LEVEL": log_level,
@@ -157,7 +162,7 @@ class Cluster:
 
     async def owners(self) -> tuple[int, dict[int, tuple[str, int]], set[str]]:
         """(shard count, shard -> (owner, epoch), live worker ids) as etcd has them."""
-        view = await cluster_status(self.etcd, self.name)
+        view = await cluster_status(self.etcd, self.name, self.etcd_access.security)
         return view.shard_count or 0, dict(view.owners), set(view.workers)
 
     async def wait_all_owned(self, live_workers: int, timeout_s: float) -> float:
@@ -229,11 +234,12 @@ class Cluster:
         one; kept, they would pile up over many benchmark and test runs until the
         harness's Cassandra (1 GiB heap) runs out of heap."""
         await _terminate([*self.workers, *([self.api] if self.api else [])])
-        contact_points = self.env["CLOCKWORK_CASSANDRA"].split(",")
-        if len(contact_points) > 1:
-            await _settle_replicas(contact_points, SETTLE_TIMEOUT_S)
+        if len(self.cassandra.contact_points) > 1:
+            await _settle_replicas(self.cassandra, SETTLE_TIMEOUT_S)
         try:
-            await drop_keyspace_for_tests(contact_points, self.keyspace)
+            await drop_keyspace_for_tests(
+                self.cassandra.contact_points, self.keyspace, **self.cassandra.connect_kwargs()
+            )
         except Exception as exc:  # noqa: BLE001 - best effort: the run's result stands
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 
@@ -254,13 +260,16 @@ async def _terminate(procs: Sequence[ClockworkProcess]) -> None:
                 await proc.kill(signal.SIGKILL)
 
 
-async def _settle_replicas(contact_points: Sequence[str], timeout_s: float) -> None:
+async def _settle_replicas(cassandra: CassandraAccess, timeout_s: float) -> None:
     """Wait until the replicas hold no hints and agree on the schema (see
     cassandra_cluster.unsettled): a keyspace dropped before that can leave a node on
     an old schema."""
-    points = [parse_contact_point(p) for p in contact_points]
+    points = [parse_contact_point(p) for p in cassandra.contact_points]
+    # Reading system_views takes more than Clockwork's role may: on a secured harness
+    # cluster, the check logs in as the harness's own superuser.
+    tls, login = cassandra.ssl_context(), SUPERUSER if cassandra.username else None
     deadline = time.monotonic() + timeout_s
-    while found := await asyncio.to_thread(unsettled, points):
+    while found := await asyncio.to_thread(unsettled, points, tls=tls, login=login):
         if time.monotonic() > deadline:
             print(f"replicas not settled after {timeout_s:.0f}s: {'; '.join(found)}")
             return

@@ -12,6 +12,8 @@ import os
 
 import pytest
 
+from e2e.stores import CassandraAccess, EtcdAccess
+
 
 def require_server(env_var: str) -> str:
     value = os.environ.get(env_var, "")
@@ -20,3 +22,12 @@ def require_server(env_var: str) -> str:
     if os.environ.get("CI") == "true" or os.environ.get("CLOCKWORK_REQUIRE_INFRA") == "1":
         pytest.fail(f"{env_var} is not set: start the servers with `python -m e2e.infra up`")
     pytest.skip(f"{env_var} not set (run `make infra-up`)")
+
+
+def require_stores() -> tuple[CassandraAccess, EtcdAccess]:
+    """The Cassandra and etcd that `CLOCKWORK_CASSANDRA` and `CLOCKWORK_ETCD` name, with
+    the TLS and login their companion variables give (e2e/stores.py): the single test
+    servers, or the secured clusters when scripts/test-replicated.sh points them there."""
+    require_server("CLOCKWORK_CASSANDRA")
+    require_server("CLOCKWORK_ETCD")
+    return CassandraAccess.from_env("CLOCKWORK_CASSANDRA"), EtcdAccess.from_env("CLOCKWORK_ETCD")

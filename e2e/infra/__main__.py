@@ -4,7 +4,8 @@
   lines (also in ``<state>/env``), so ``eval "$(python -m e2e.infra up)"`` or
   ``set -a; . .infra/env`` exports them.  Reuses healthy running servers.
   Without names it starts every single server; the three-member clusters
-  (``cassandra-cluster``, ``etcd-cluster``), the secured etcd (``etcd-secure``:
+  (``cassandra-cluster``, ``etcd-cluster``: secured like the two below, their
+  credentials in the env lines beside their addresses), the secured etcd (``etcd-secure``:
   https only, client certificates, users and roles) and the secured Cassandra
   (``cassandra-secure``: TLS only, client certificates, logins and permissions) start
   only when named.

@@ -13,17 +13,28 @@ one node loses its unsynced writes, which its two replicas still hold), hinted
 handoff on (a node that comes back is sent the writes it missed), and a stopping
 node announces its shutdown to its peers.
 
-Clients get every node's address (``CLOCKWORK_CASSANDRA_CLUSTER``); a keyspace for
-this cluster is created with replication factor 3.
+The nodes are secured as production's should be, like the single secured node
+(cassandra_secure.py): client encryption required (TLS only, client certificates
+checked), ``PasswordAuthenticator`` and ``CassandraAuthorizer``; the roles' keyspace
+``system_auth`` at replication factor 3, and a ``clockwork`` login role. One CA and
+one server certificate (valid for 127.0.0.1-4) serve the three nodes, in
+``<state>/cassandra-cluster/pki``.
+
+Clients get every node's address (``CLOCKWORK_CASSANDRA_CLUSTER``) and, beside it,
+the login and certificates (``CLOCKWORK_CASSANDRA_CLUSTER_TLS_CA``, ``_USER``, ...:
+e2e/stores.py reads them); a keyspace for this cluster is created with replication
+factor 3.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import cql
 from .cassandra import HEAP, Cassandra, CommitlogSync
+from .cassandra_secure import SUPERUSER, Pki, SecureCassandra, client_env
 from .group import RunningGroup, ServerGroup
 from .process import pick_free_port, port_is_free
 from .server import ProbeError, Running
@@ -41,8 +52,9 @@ def token(index: int, size: int = SIZE) -> int:
     return -(2**63) + index * (2**64 // size)
 
 
-class ClusterNode(Cassandra):
-    """One node of the group, on its own loopback address, with its token given."""
+class ClusterNode(SecureCassandra):
+    """One node of the group, on its own loopback address, with its token given,
+    secured; the group creates the roles once all three have formed a cluster."""
 
     announce_shutdown = True
 
@@ -59,6 +71,15 @@ class ClusterNode(Cassandra):
         self.host = ADDRESSES[index]
         self.index = index
         super().__init__(members_dir, cache_dir, heap=heap, commitlog_sync=commitlog_sync)
+
+    @property
+    def pki(self) -> Pki:
+        """The group's certificates, shared by its nodes."""
+        return Pki(self.state_dir.parent / "pki")
+
+    def start(self, timeout: float | None = None) -> Running:
+        """Start (or reuse) the node; roles are the group's business (``provision``)."""
+        return Cassandra.start(self, timeout)
 
     def env(self, ports: Mapping[str, int]) -> dict[str, str]:
         return {}  # the group publishes one line for all its nodes
@@ -116,16 +137,33 @@ class CassandraCluster(ServerGroup):
                     break
         return [dict(ports) for _ in self._nodes]
 
+    def start(self, timeout: float | None = None) -> RunningGroup:
+        """Make the certificates, start the nodes, create Clockwork's role."""
+        self._nodes[0].make_pki()  # once, before three nodes start at once
+        group = super().start(timeout)
+        self._nodes[0].provision(group.members[0].port, system_auth_replication=SIZE)
+        return group
+
+    def client_env(self) -> dict[str, str]:
+        return client_env(ENV_VAR, self._nodes[0].pki)
+
     def formed(self, running: Sequence[Running], timeout: float) -> str:
         """Every node answers CQL and lists the other nodes among its peers."""
+        context = self._nodes[0].pki.client_context()
         for node in running:
-            peers = cql.peer_count(node.host, node.port, timeout)
+            peers = cql.peer_count(node.host, node.port, timeout, tls=context, login=SUPERUSER)
             if peers != len(running) - 1:
                 raise ProbeError(f"{node.host} knows {peers} peers, not {len(running) - 1}")
         return f"{len(running)} nodes, Cassandra {running[0].detail}"
 
 
-def unsettled(contact_points: Sequence[tuple[str, int]], timeout: float = 5.0) -> list[str]:
+def unsettled(
+    contact_points: Sequence[tuple[str, int]],
+    timeout: float = 5.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: cql.Login | None = None,
+) -> list[str]:
     """What keeps the nodes from being settled: hints not yet replayed, or nodes that
     disagree on the schema. Empty once settled.
 
@@ -137,8 +175,8 @@ def unsettled(contact_points: Sequence[tuple[str, int]], timeout: float = 5.0) -
     versions: set[bytes] = set()
     for host, port in contact_points:
         try:
-            hinted = cql.hinted_nodes(host, port, timeout)
-            versions |= cql.schema_versions(host, port, timeout)
+            hinted = cql.hinted_nodes(host, port, timeout, tls=tls, login=login)
+            versions |= cql.schema_versions(host, port, timeout, tls=tls, login=login)
         except (OSError, cql.CqlError) as exc:
             found.append(f"{host} does not answer ({exc})")
             continue

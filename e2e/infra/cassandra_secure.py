@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cql, pki
-from .cassandra import Cassandra, _q
+from .cassandra import DEFAULT_COMMITLOG_SYNC, Cassandra, CommitlogSync, _q
 from .server import LaunchSpec, ProbeError, Running
 
 log = logging.getLogger(__name__)
@@ -101,9 +101,10 @@ class SecureCassandra(Cassandra):
         *,
         require_client_auth: bool = True,
         heap: str = HEAP,
+        commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
     ) -> None:
         """``require_client_auth``: the node refuses clients without a certificate its CA signed."""
-        super().__init__(state_dir, cache_dir, heap=heap)
+        super().__init__(state_dir, cache_dir, heap=heap, commitlog_sync=commitlog_sync)
         self.require_client_auth = require_client_auth
 
     @property
@@ -159,31 +160,50 @@ client_encryption_options:
         self.provision(running.port)
         return running
 
-    def provision(self, port: int) -> None:
-        """Create the ``clockwork`` role and its grants (idempotent)."""
+    def provision(self, port: int, system_auth_replication: int | None = None) -> None:
+        """Create the ``clockwork`` role and its grants (idempotent).
+
+        ``system_auth_replication``: first give the roles' keyspace this replication
+        factor (a cluster's: at Cassandra's default of 1, a login fails whenever the
+        one node holding the role is down) and write the superuser's row again, so
+        that every replica holds it."""
         context = self.pki.client_context()
-        statements = (
+        statements: list[str] = []
+        if system_auth_replication is not None:
+            statements += [
+                "ALTER KEYSPACE system_auth WITH replication = "
+                f"{{'class': 'SimpleStrategy', 'replication_factor': {system_auth_replication}}}",
+                f"ALTER ROLE {SUPERUSER.role} WITH PASSWORD = '{SUPERUSER.password}'",
+            ]
+        statements += [
             f"CREATE ROLE IF NOT EXISTS {CLOCKWORK.role} "
             f"WITH PASSWORD = '{CLOCKWORK.password}' AND LOGIN = true",
             *GRANTS,
-        )
+        ]
         for statement in statements:
-            cql.execute(self.host, port, statement, tls=context, login=SUPERUSER)
+            cql.execute(self.host, port, statement, 60.0, tls=context, login=SUPERUSER)
         log.info("%s: role %s provisioned", self.name, CLOCKWORK.role)
 
     def env(self, ports: Mapping[str, int]) -> dict[str, str]:
         """Where the node is, and what a client needs to reach it: each of Clockwork's
         own variables with ``_SECURE`` inserted (``CLOCKWORK_CASSANDRA_SECURE_TLS_CA``
         for ``CLOCKWORK_CASSANDRA_TLS_CA``), so they never stand in for the plain node's."""
-        found = self.pki
         return {
             ENV_VAR: f"{self.host}:{ports[self.port_names[0]]}",
-            f"{ENV_VAR}_TLS_CA": str(found.ca),
-            f"{ENV_VAR}_TLS_CERT": str(found.client_cert),
-            f"{ENV_VAR}_TLS_KEY": str(found.client_key),
-            f"{ENV_VAR}_USER": CLOCKWORK.role,
-            f"{ENV_VAR}_PASSWORD": CLOCKWORK.password,
+            **client_env(ENV_VAR, self.pki),
         }
+
+
+def client_env(env_var: str, found: Pki) -> dict[str, str]:
+    """What a client needs beside the addresses in ``env_var``: its variables with
+    Clockwork's suffixes (``<env_var>_TLS_CA`` for ``--cassandra-tls-ca``; e2e/stores.py)."""
+    return {
+        f"{env_var}_TLS_CA": str(found.ca),
+        f"{env_var}_TLS_CERT": str(found.client_cert),
+        f"{env_var}_TLS_KEY": str(found.client_key),
+        f"{env_var}_USER": CLOCKWORK.role,
+        f"{env_var}_PASSWORD": CLOCKWORK.password,
+    }
 
 
 # --- module-level API (what fixtures and the CLI call) -------------------------

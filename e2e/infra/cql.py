@@ -254,18 +254,40 @@ def release_version(
     return "" if cell is None else cell.decode("utf-8")
 
 
-def peer_count(host: str, port: int, timeout: float = 5.0) -> int:
+def peer_count(
+    host: str,
+    port: int,
+    timeout: float = 5.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> int:
     """How many other nodes this node knows through gossip (rows of ``system.peers_v2``)."""
-    return len(_query(host, port, "SELECT peer FROM system.peers_v2", timeout))
+    return len(_query(host, port, "SELECT peer FROM system.peers_v2", timeout, tls, login))
 
 
-def hinted_nodes(host: str, port: int, timeout: float = 5.0) -> int:
+def hinted_nodes(
+    host: str,
+    port: int,
+    timeout: float = 5.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> int:
     """How many nodes this node holds hints for, not yet replayed to them."""
-    return len(_query(host, port, "SELECT address FROM system_views.pending_hints", timeout))
+    query = "SELECT address FROM system_views.pending_hints"
+    return len(_query(host, port, query, timeout, tls, login))
 
 
-def schema_versions(host: str, port: int, timeout: float = 5.0) -> set[bytes]:
+def schema_versions(
+    host: str,
+    port: int,
+    timeout: float = 5.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> set[bytes]:
     """The schema versions this node sees: its own and each peer's (one when they agree)."""
-    own = _query(host, port, "SELECT schema_version FROM system.local", timeout)
-    peers = _query(host, port, "SELECT schema_version FROM system.peers_v2", timeout)
+    own = _query(host, port, "SELECT schema_version FROM system.local", timeout, tls, login)
+    peers = _query(host, port, "SELECT schema_version FROM system.peers_v2", timeout, tls, login)
     return {row[0] for row in own + peers if row[0] is not None}

@@ -5,32 +5,46 @@ with the same ``--initial-cluster`` list. Unlike the single test member, they ke
 etcd's own raft timing (100 ms heartbeat, 1 s election timeout): a follower that
 stops hearing from its leader for a second starts an election, as in production.
 
-Clients get every member's address (``CLOCKWORK_ETCD_CLUSTER``), and Clockwork's
-client fails over between them (clockwork_svc/coordination/endpoints.py).
+The members are secured as production's should be, like the single secured member
+(etcd_secure.py): clients and peers speak TLS only, each side showing a certificate
+the CA signed (``--client-cert-auth``, ``--peer-client-cert-auth``); authentication is
+on, with a ``clockwork`` user whose role may read and write only under
+``/clockwork``. One CA and its certificates serve the three members, in
+``<state>/etcd-cluster/pki``.
+
+Clients get every member's address (``CLOCKWORK_ETCD_CLUSTER``) and, beside it, the
+CA and the ``clockwork`` client certificate (``CLOCKWORK_ETCD_CLUSTER_TLS_CA``,
+``_TLS_CERT``, ``_TLS_KEY``: etcd takes the user from the certificate's CN).
+Clockwork's client fails over between the members
+(clockwork_svc/coordination/endpoints.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .etcd import Etcd, http_json
+from .etcd import Etcd
+from .etcd_secure import CLOCKWORK_USER, SecureEtcd, with_flags
 from .group import RunningGroup, ServerGroup
 from .process import pick_free_port
-from .server import ProbeError, Running
+from .server import InfraError, LaunchSpec, ProbeError, Running
 
 SIZE = 3
 ENV_VAR = "CLOCKWORK_ETCD_CLUSTER"
 CLUSTER_TOKEN = "clockwork-test-cluster"
+AUTH_MARKER = "auth-enabled"
 
 
 def member_name(index: int) -> str:
     return f"member{index + 1}"
 
 
-class ClusterMember(Etcd):
-    """One member of the group; its peers' URLs are read from their recorded ports."""
+class ClusterMember(SecureEtcd):
+    """One member of the group, secured; its peers' URLs are read from their recorded
+    ports. The group sets up users and roles once all three have formed a cluster."""
 
     def __init__(self, members_dir: Path, cache_dir: Path | None, *, index: int) -> None:
         self.name = member_name(index)
@@ -38,6 +52,28 @@ class ClusterMember(Etcd):
         self.peers: Sequence[ClusterMember] = ()
         """Every member of the group, this one included, in order (set by the group)."""
         super().__init__(members_dir, cache_dir)
+
+    @property
+    def pki_dir(self) -> Path:
+        """The group's certificates, shared by its members."""
+        return self.state_dir.parent / "pki"
+
+    def start(self, timeout: float | None = None) -> Running:
+        """Start (or reuse) the member; users and roles are the group's business."""
+        return Etcd.start(self, timeout)
+
+    def configure(self, ports: Mapping[str, int]) -> LaunchSpec:
+        """The secured member's command line, its peer traffic over TLS too."""
+        peer = f"https://{self.host}:{ports['peer']}"
+        return with_flags(
+            super().configure(ports),
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            "--peer-client-cert-auth",
+            f"--peer-trusted-ca-file={self.pki_dir / 'ca.crt'}",
+            f"--peer-cert-file={self.pki_dir / 'server.crt'}",
+            f"--peer-key-file={self.pki_dir / 'server.key'}",
+        )
 
     def env(self, ports: Mapping[str, int]) -> dict[str, str]:
         return {}  # the group publishes one line for all its members
@@ -47,7 +83,7 @@ class ClusterMember(Etcd):
         for peer in self.peers:
             ports = peer.stored_ports()
             assert ports is not None, f"{peer.name}'s ports are not recorded"
-            urls.append(f"{peer.name}=http://{peer.host}:{ports['peer']}")
+            urls.append(f"{peer.name}=https://{peer.host}:{ports['peer']}")
         cluster = ",".join(urls)
         return [
             f"--name={self.name}",
@@ -73,6 +109,24 @@ class EtcdCluster(ServerGroup):
     def members(self) -> Sequence[ClusterMember]:
         return self._members
 
+    def start(self, timeout: float | None = None) -> RunningGroup:
+        """Make the certificates, start the members, then (once) users, roles, auth on."""
+        self._members[0].make_pki()  # once, before three members start at once
+        group = super().start(timeout)
+        marker = self.dir / AUTH_MARKER
+        if not marker.exists():
+            self._members[0].enable_auth(group.members[0].port)
+            marker.write_text("root, clockwork role and user; auth on\n")
+        return group
+
+    def client_env(self) -> dict[str, str]:
+        pki_dir = self._members[0].pki_dir
+        return {
+            f"{ENV_VAR}_TLS_CA": str(pki_dir / "ca.crt"),
+            f"{ENV_VAR}_TLS_CERT": str(pki_dir / f"{CLOCKWORK_USER}.crt"),
+            f"{ENV_VAR}_TLS_KEY": str(pki_dir / f"{CLOCKWORK_USER}.key"),
+        }
+
     def choose_ports(self) -> list[dict[str, int]]:
         """Two ports per member, all different (they share 127.0.0.1)."""
         taken: list[int] = []
@@ -94,12 +148,27 @@ class EtcdCluster(ServerGroup):
 
 
 def status_of(member: Running, timeout: float = 5.0) -> dict[str, object]:
-    """The member's ``Maintenance.Status`` through the gRPC gateway (leader id, raft term)."""
-    return http_json(f"http://{member.host}:{member.port}/v3/maintenance/status", {}, timeout)
+    """The member's ``Maintenance.Status`` (leader id, raft term), asked by etcdctl as
+    ``root``: the gRPC gateway ignores a client certificate's CN, so with
+    authentication on it answers only callers with a password token."""
+    server = member.server
+    assert isinstance(server, ClusterMember)
+    try:
+        out = server.etcdctl(
+            member.port, f"--command-timeout={timeout:g}s", "endpoint", "status", "-w", "json"
+        )
+        statuses = json.loads(out)
+    except (InfraError, ValueError) as exc:
+        raise ProbeError(f"{member.address}: {exc}") from exc
+    if not isinstance(statuses, list) or not statuses or "Status" not in statuses[0]:
+        raise ProbeError(f"{member.address}: endpoint status answered {out[:200]!r}")
+    status = statuses[0]["Status"]
+    assert isinstance(status, dict)
+    return status
 
 
 def _leader_of(status: Mapping[str, object], address: str) -> str:
-    found = str(status.get("leader", "0"))
+    found = str(status.get("leader", 0))
     if found == "0":
         raise ProbeError(f"{address} has no leader")
     return found

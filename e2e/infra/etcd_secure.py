@@ -65,21 +65,20 @@ class SecureEtcd(Etcd):
         """Start (or reuse) the member; on its first start, set up users and roles."""
         running = super().start(timeout)
         if not (self.dir / _AUTH_MARKER).exists():
-            self._enable_auth(running.port)
+            self.enable_auth(running.port)
             (self.dir / _AUTH_MARKER).write_text("root, clockwork role and user; auth on\n")
         return running
 
-    def configure(self, ports: Mapping[str, int]) -> LaunchSpec:
+    def make_pki(self) -> None:
+        """The certificates, made on first use and kept across restarts."""
         if not (self.pki_dir / "ca.crt").exists():
             pki.make_pki(self.pki_dir, "clockwork-etcd-test-ca", ("server", *CLIENT_LEAVES))
-        plain = super().configure(ports)
+
+    def configure(self, ports: Mapping[str, int]) -> LaunchSpec:
+        self.make_pki()
         client = f"https://{self.host}:{ports['client']}"
-        argv = [
-            arg
-            for arg in plain.argv
-            if not arg.startswith(("--listen-client-urls=", "--advertise-client-urls="))
-        ]
-        argv += [
+        return with_flags(
+            super().configure(ports),
             # Loopback only, and only https: nothing answers in plain text.
             f"--listen-client-urls={client}",
             f"--advertise-client-urls={client}",
@@ -87,8 +86,7 @@ class SecureEtcd(Etcd):
             f"--trusted-ca-file={self.pki_dir / 'ca.crt'}",
             f"--cert-file={self.pki_dir / 'server.crt'}",
             f"--key-file={self.pki_dir / 'server.key'}",
-        ]
-        return LaunchSpec(argv=tuple(argv), cwd=plain.cwd, env=plain.env)
+        )
 
     def probe(self, port: int, timeout: float) -> str:
         """Ready when ``/health`` (over https, as ``root``) says true.
@@ -118,6 +116,8 @@ class SecureEtcd(Etcd):
             f"--cacert={self.pki_dir / 'ca.crt'}",
             f"--cert={self.pki_dir / f'{user}.crt'}",
             f"--key={self.pki_dir / f'{user}.key'}",
+            "--dial-timeout=3s",
+            "--command-timeout=10s",
             *args,
         ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
@@ -125,7 +125,8 @@ class SecureEtcd(Etcd):
             raise InfraError(f"etcd-secure: `etcdctl {' '.join(args)}` failed: {done.stderr}")
         return done.stdout
 
-    def _enable_auth(self, port: int) -> None:
+    def enable_auth(self, port: int) -> None:
+        """Users and roles, then ``auth enable`` (once: etcd refuses to add a user twice)."""
         steps = [
             ("role", "add", CLOCKWORK_USER),
             ("role", "grant-permission", CLOCKWORK_USER, "readwrite", KEY_PREFIX, "--prefix"),
@@ -142,6 +143,13 @@ class SecureEtcd(Etcd):
         context = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
         context.load_cert_chain(self.pki_dir / "root.crt", self.pki_dir / "root.key")
         return http_json(f"https://{self.host}:{port}{path}", None, timeout, context)
+
+
+def with_flags(spec: LaunchSpec, *flags: str) -> LaunchSpec:
+    """``spec`` with ``flags`` added, each replacing any flag of the same name."""
+    names = tuple(flag.partition("=")[0] + "=" for flag in flags if "=" in flag)
+    kept = [arg for arg in spec.argv if not arg.startswith(names)]
+    return LaunchSpec(argv=(*kept, *flags), cwd=spec.cwd, env=spec.env)
 
 
 def start(

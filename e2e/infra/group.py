@@ -63,6 +63,10 @@ class ServerGroup(abc.ABC):
         for member, ports in zip(self.members, self.choose_ports(), strict=True):
             member.record_ports(ports)
 
+    def client_env(self) -> dict[str, str]:
+        """What clients need beside the addresses (a secured group's login and certificates)."""
+        return {}
+
     @abc.abstractmethod
     def formed(self, running: Sequence[Running], timeout: float) -> str:
         """A description if the ready members form one cluster; else raise ProbeError/OSError."""
@@ -155,7 +159,7 @@ class RunningGroup:
 
     @property
     def env(self) -> dict[str, str]:
-        return {self.group.env_var: self.address}
+        return {self.group.env_var: self.address, **self.group.client_env()}
 
     @property
     def pid(self) -> int:

@@ -13,6 +13,7 @@ import pytest
 
 from clockwork_svc.abc import Store
 from clockwork_svc.domain.model import ClusterLayout
+from e2e.stores import CassandraAccess
 from tests.conftest import require_server
 
 # A large shard count lets tests pick fresh shards instead of resetting the store.
@@ -26,28 +27,35 @@ def _run_outside_loop(coro: Coroutine[Any, Any, object]) -> None:
         pool.submit(asyncio.run, coro).result()
 
 
-def _keyspace(env_var: str, replication_factor: int) -> Iterator[tuple[list[str], str]]:
+def _keyspace(env_var: str, replication_factor: int) -> Iterator[tuple[CassandraAccess, str]]:
     """One keyspace for the whole contract run (schema changes are slow in Cassandra)."""
-    addresses = require_server(env_var).split(",")
+    require_server(env_var)
+    access = CassandraAccess.from_env(env_var)
+    addresses = list(access.contact_points)
     from clockwork_svc.storage import cassandra
 
     keyspace = "contract_" + uuid.uuid4().hex[:12]
     _run_outside_loop(
-        cassandra.create_cluster_for_tests(addresses, keyspace, LAYOUT, replication_factor)
+        cassandra.create_cluster_for_tests(
+            addresses, keyspace, LAYOUT, replication_factor, **access.connect_kwargs()
+        )
     )
-    yield addresses, keyspace
-    _run_outside_loop(cassandra.drop_keyspace_for_tests(addresses, keyspace))
+    yield access, keyspace
+    _run_outside_loop(
+        cassandra.drop_keyspace_for_tests(addresses, keyspace, **access.connect_kwargs())
+    )
 
 
 @pytest.fixture(scope="session")
-def cassandra_keyspace() -> Iterator[tuple[list[str], str]]:
+def cassandra_keyspace() -> Iterator[tuple[CassandraAccess, str]]:
     """On the single test node."""
     yield from _keyspace("CLOCKWORK_CASSANDRA", 1)
 
 
 @pytest.fixture(scope="session")
-def cassandra_cluster_keyspace() -> Iterator[tuple[list[str], str]]:
-    """On the three-node cluster, at replication factor 3 (production's topology)."""
+def cassandra_cluster_keyspace() -> Iterator[tuple[CassandraAccess, str]]:
+    """On the three-node cluster, at replication factor 3 (production's topology),
+    secured: TLS and a login (e2e/infra/cassandra_cluster.py)."""
     yield from _keyspace("CLOCKWORK_CASSANDRA_CLUSTER", 3)
 
 
@@ -69,9 +77,11 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     keyspace_fixture = (
         "cassandra_keyspace" if request.param == "cassandra" else "cassandra_cluster_keyspace"
     )
-    addresses, keyspace = request.getfixturevalue(keyspace_fixture)
+    access, keyspace = request.getfixturevalue(keyspace_fixture)
     from clockwork_svc.storage import cassandra
 
-    cass_store = await cassandra.CassandraStore.open(addresses, keyspace)
+    cass_store = await cassandra.CassandraStore.open(
+        list(access.contact_points), keyspace, **access.connect_kwargs()
+    )
     yield cass_store
     await cass_store.close()

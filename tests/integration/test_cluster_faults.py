@@ -20,7 +20,7 @@ import pytest
 
 from e2e.cluster import Cluster, now_ms, settle
 from e2e.workload import Workload
-from tests.conftest import require_server
+from tests.conftest import require_stores
 from tests.support.processes import run_cli
 from tests.support.sink import RecordingSink
 
@@ -69,8 +69,7 @@ async def wait_even_spread(cluster: Cluster, workers: int, timeout_s: float) -> 
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     c = Cluster(
         tmp_path,
-        require_server("CLOCKWORK_CASSANDRA"),
-        require_server("CLOCKWORK_ETCD"),
+        *require_stores(),
         shards=SHARDS,
         lease_ttl=TTL,
     )

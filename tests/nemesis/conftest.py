@@ -10,7 +10,8 @@ import pytest
 
 from e2e.cluster import Cluster
 from e2e.sink import RecordingSink
-from tests.conftest import require_server
+from e2e.stores import CassandraAccess, EtcdAccess
+from tests.conftest import require_stores
 
 LEASE_TTL = 4
 
@@ -28,22 +29,24 @@ async def sink() -> AsyncIterator[RecordingSink]:
 async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
     """`await make_cluster(workers=3, cassandra=..., etcd=...)`: started, all shards owned.
     Cassandra and etcd default to the servers CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD
-    name (the single test servers, or the clusters' members); `cassandra` and `etcd` may
-    list several addresses, comma-separated; the keyspace's replication factor defaults
-    to 3 on three or more Cassandra nodes."""
+    name (the single test servers, or the clusters' members), with the TLS and login
+    their companion variables give (e2e/stores.py); `cassandra` and `etcd` may list
+    several addresses, comma-separated, or be an access; the keyspace's replication
+    factor defaults to 3 on three or more Cassandra nodes."""
     made: list[Cluster] = []
 
     async def make(
         workers: int,
-        cassandra: str | None = None,
-        etcd: str | None = None,
+        cassandra: str | CassandraAccess | None = None,
+        etcd: str | EtcdAccess | None = None,
         shards: int = 16,
         replication_factor: int | None = None,
     ) -> Cluster:
+        default_cassandra, default_etcd = require_stores()
         cluster = Cluster(
             tmp_path,
-            cassandra or require_server("CLOCKWORK_CASSANDRA"),
-            etcd or require_server("CLOCKWORK_ETCD"),
+            cassandra or default_cassandra,
+            etcd or default_etcd,
             shards=shards,
             lease_ttl=LEASE_TTL,
             replication_factor=replication_factor,

@@ -39,7 +39,7 @@ from e2e.checker import Report, Window
 from e2e.cluster import Cluster, now_ms, settle
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
-from tests.conftest import require_server
+from tests.conftest import require_stores
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL
 from tests.support.processes import ClockworkProcess, free_port
@@ -111,8 +111,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, FakeClock]]:
     lib = libfaketime()
     c = Cluster(
         tmp_path,
-        require_server("CLOCKWORK_CASSANDRA"),
-        require_server("CLOCKWORK_ETCD"),
+        *require_stores(),
         lease_ttl=LEASE_TTL,
     )
     clock = FakeClock(tmp_path / "faketime.rc")

@@ -49,7 +49,7 @@ from e2e.checker import Report, Window
 from e2e.cluster import Cluster, now_ms, settle
 from e2e.sink import RecordingSink
 from e2e.workload import Workload
-from tests.conftest import require_server
+from tests.conftest import require_stores
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL
 
@@ -69,8 +69,7 @@ async def start_cluster(tmp_path: Path) -> AsyncIterator[StartCluster]:
     async def start(unsafe: bool) -> Cluster:
         cluster = Cluster(
             tmp_path,
-            require_server("CLOCKWORK_CASSANDRA"),
-            require_server("CLOCKWORK_ETCD"),
+            *require_stores(),
             lease_ttl=LEASE_TTL,
         )
         if unsafe:

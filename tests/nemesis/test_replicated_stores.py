@@ -32,6 +32,7 @@ from collections.abc import Iterator
 
 import pytest
 from cassandra import ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
@@ -44,6 +45,7 @@ from e2e.infra import cassandra_cluster, etcd_cluster
 from e2e.infra.group import RunningGroup
 from e2e.overload import throttle
 from e2e.sink import RecordingSink
+from e2e.stores import CassandraAccess, EtcdAccess
 from e2e.workload import Workload
 from tests.conftest import require_server
 from tests.nemesis.common import assert_report
@@ -89,13 +91,12 @@ def cut() -> Iterator[loopback_cut.LoopbackCut]:
         yield made
 
 
-async def _replicated(
-    make_cluster: MakeCluster, cassandra: RunningGroup, etcd: str | None = None, workers: int = 2
-) -> ClockworkCluster:
+async def _replicated(make_cluster: MakeCluster, workers: int = 2) -> ClockworkCluster:
+    """Clockwork on both clusters, through their TLS and logins."""
     return await make_cluster(
         workers=workers,
-        cassandra=cassandra.address,
-        etcd=etcd or require_server("CLOCKWORK_ETCD_CLUSTER"),
+        cassandra=CassandraAccess.from_env("CLOCKWORK_CASSANDRA_CLUSTER"),
+        etcd=EtcdAccess.from_env("CLOCKWORK_ETCD_CLUSTER"),
         shards=8,
         replication_factor=3,
     )
@@ -112,14 +113,23 @@ async def _created(
     return workload
 
 
-def _keys_on_node(address: str, keyspace: str, tenant: str, keys: list[str]) -> set[str]:
+def _keys_on_node(
+    address: str, access: CassandraAccess, keyspace: str, tenant: str, keys: list[str]
+) -> set[str]:
     """Which of `keys` the node at `address` holds itself (consistency ONE, that node only)."""
     host, port = address.split(":")
     profile = ExecutionProfile(
         load_balancing_policy=WhiteListRoundRobinPolicy([host]),
         consistency_level=ConsistencyLevel.ONE,
     )
-    cluster = Cluster([host], port=int(port), execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    login = access.cql_login()
+    cluster = Cluster(
+        [host],
+        port=int(port),
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        ssl_context=access.ssl_context(),
+        auth_provider=None if login is None else PlainTextAuthProvider(login.role, login.password),
+    )
     try:
         session = cluster.connect(keyspace)
         found = set()
@@ -140,7 +150,7 @@ async def test_partition_between_clockwork_and_one_cassandra_node(
     sink: RecordingSink,
     cut: loopback_cut.LoopbackCut,
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
+    cluster = await _replicated(make_cluster)
     t0 = now_ms()
     workload = await _created(cluster, sink, 65, "rf3cut", 250, t0 + 40_000)
     await asyncio.sleep(3)
@@ -158,7 +168,7 @@ async def test_partition_between_clockwork_and_one_cassandra_node(
 async def test_one_slow_cassandra_node(
     cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
+    cluster = await _replicated(make_cluster)
     t0 = now_ms()
     workload = await _created(cluster, sink, 66, "rf3slow", 250, t0 + 40_000)
     await asyncio.sleep(3)
@@ -176,7 +186,7 @@ async def test_kill_9_the_etcd_leader(
     make_cluster: MakeCluster,
     sink: RecordingSink,
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes, etcd_members.address, workers=3)
+    cluster = await _replicated(make_cluster, workers=3)
     t0 = now_ms()
     workload = await _created(cluster, sink, 64, "rf3etcd", 200, t0 + 30_000)
     await asyncio.sleep(3)
@@ -206,7 +216,7 @@ async def test_etcd_member_alone_with_a_worker(
     cgroup = member.server.cgroup
     if cgroup is None:
         pytest.skip("no cgroup v2 hierarchy to tell the member's packets apart")
-    cluster = await _replicated(make_cluster, cassandra_nodes, etcd_members.address, workers=2)
+    cluster = await _replicated(make_cluster, workers=2)
     # A third worker whose client connects to the lone member first.
     others = [m.address for i, m in enumerate(etcd_members.members) if i != lone]
     lone_worker = await cluster.add_worker(etcd=",".join([member.address, *others]))
@@ -242,7 +252,7 @@ def _registrations(worker: ClockworkProcess) -> int:
 async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
     cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
+    cluster = await _replicated(make_cluster)
     t0 = now_ms()
     workload = await _created(cluster, sink, 61, "rf3one", 150, t0 + 40_000)
     await asyncio.sleep(3)
@@ -273,7 +283,7 @@ async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
     deadline = time.monotonic() + 60
     while True:
         held = await asyncio.to_thread(
-            _keys_on_node, victim.address, cluster.keyspace, cluster.tenant, keys
+            _keys_on_node, victim.address, cluster.cassandra, cluster.keyspace, cluster.tenant, keys
         )
         if len(held) == len(keys) or time.monotonic() > deadline:
             break
@@ -285,7 +295,7 @@ async def test_kill_9_one_cassandra_node_creates_go_on_and_hints_catch_it_up(
 async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
     cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
+    cluster = await _replicated(make_cluster)
     t0 = now_ms()
     workload = await _created(cluster, sink, 62, "rf3two", 200, t0 + 35_000)
     await asyncio.sleep(3)
@@ -311,13 +321,15 @@ async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
     window = Window("kill -9 two Cassandra nodes, restart one", start, now_ms())
     print(f"quorum lost for {(window.end_ms - window.start_ms) / 1000:.1f}s")
     report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=120)
+    # The second node back before teardown, which waits for the hints held for it.
+    await asyncio.to_thread(_whole, cassandra_nodes)
     assert_report("kill -9 two of three Cassandra nodes", report, cluster, duplicates=True)
 
 
 async def test_rolling_restart_of_cassandra_while_firings_are_due(
     cassandra_nodes: RunningGroup, make_cluster: MakeCluster, sink: RecordingSink
 ) -> None:
-    cluster = await _replicated(make_cluster, cassandra_nodes)
+    cluster = await _replicated(make_cluster)
     t0 = now_ms()
     workload = await _created(cluster, sink, 63, "rf3roll", 300, t0 + 85_000)
     windows = []

@@ -3,7 +3,7 @@ compare-and-set outcome is retryable, not an internal error."""
 
 from __future__ import annotations
 
-from cassandra import InvalidRequest, WriteTimeout, WriteType
+from cassandra import InvalidRequest, Unauthorized, WriteTimeout, WriteType
 from cassandra.protocol import ErrorMessage
 
 from clockwork_svc.errors import StoreUnavailable
@@ -25,6 +25,22 @@ def test_other_server_errors_pass_through() -> None:
     assert bridge.translate(raw) is raw
     invalid = InvalidRequest("keyspace x does not exist")
     assert bridge.translate(invalid) is invalid
+
+
+def test_permissions_that_could_not_be_read_are_retryable() -> None:
+    """With two of three replicas of system_auth down, a node cannot check a role's
+    permissions once its cache expires: the store is unavailable, the role is not
+    unauthorized."""
+    unchecked = Unauthorized(
+        'Error from server: code=2100 [Unauthorized] message="Unable to perform '
+        "authorization of super-user permission: Cannot achieve consistency level "
+        'LOCAL_QUORUM"'
+    )
+    mapped = bridge.translate(unchecked)
+    assert isinstance(mapped, StoreUnavailable)
+    assert mapped.__cause__ is unchecked
+    denied = Unauthorized("User clockwork has no MODIFY permission on <table ks.schedules>")
+    assert bridge.translate(denied) is denied
 
 
 def test_a_timed_out_paxos_round_is_an_unknown_cas_outcome() -> None:

@@ -83,6 +83,15 @@ def test_a_refusal_names_its_setting(
         (ConnectionResetError(104, "Connection reset by peer"), None),
         (OperationTimedOut("timed out"), MUTUAL),
         (OSError(113, "No route to host"), CA_ONLY),
+        # The node could not read the role: too few replicas of system_auth are up.
+        (
+            AuthenticationFailed(
+                "Failed to authenticate to 127.0.0.2:9142: Error from server: code=0100 "
+                '[Bad credentials] message="Unable to perform authentication: Cannot achieve '
+                'consistency level LOCAL_QUORUM"'
+            ),
+            MUTUAL,
+        ),
     ],
 )
 def test_an_unreachable_node_is_no_refusal(

@@ -1,6 +1,7 @@
 """The harness's three-member clusters (e2e/infra/group.py): each member's generated
-configuration names the same cluster, its own address and its peers, and the CLI
-starts the clusters only when named. The clusters themselves run under
+configuration names the same cluster, its own address and its peers, every member is
+secured (TLS to clients and peers, logins), and the CLI starts the clusters only when
+named. The clusters themselves run under
 tests/contract (cassandra-rf3) and tests/nemesis/test_replicated_stores.py."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import yaml
 from e2e.infra import cql
 from e2e.infra.__main__ import Managed, _select
 from e2e.infra.cassandra import Cassandra
-from e2e.infra.cassandra_cluster import ADDRESSES, CassandraCluster, token
+from e2e.infra.cassandra_cluster import ADDRESSES, ENV_VAR, CassandraCluster, token
+from e2e.infra.etcd_cluster import ENV_VAR as ETCD_ENV_VAR
 from e2e.infra.etcd_cluster import EtcdCluster
 
 PORTS = {"native": 29042, "storage": 27000}
@@ -59,7 +61,7 @@ def test_etcd_members_list_every_peer_with_its_recorded_port(tmp_path: Path) -> 
         json.loads((m.dir / "instance.json").read_text())["ports"]["peer"] for m in group.members
     ]
     assert len(set(peers)) == 3
-    expected = ",".join(f"member{i + 1}=http://127.0.0.1:{port}" for i, port in enumerate(peers))
+    expected = ",".join(f"member{i + 1}=https://127.0.0.1:{port}" for i, port in enumerate(peers))
     for member in group.members:
         flags = member._membership("unused")
         assert f"--initial-cluster={expected}" in flags
@@ -67,6 +69,42 @@ def test_etcd_members_list_every_peer_with_its_recorded_port(tmp_path: Path) -> 
     group.assign_ports()  # recorded ports are kept (a restart rejoins on them)
     again = [json.loads((m.dir / "instance.json").read_text())["ports"] for m in group.members]
     assert [p["peer"] for p in again] == peers
+
+
+def test_the_cassandra_nodes_are_secured_with_one_certificate_authority(tmp_path: Path) -> None:
+    group = CassandraCluster(tmp_path / "state", tmp_path / "cache")
+    configs = [yaml.safe_load(node._yaml(PORTS)) for node in group.members]
+    pki = tmp_path / "state" / "cassandra-cluster" / "pki"
+    for config in configs:
+        assert config["authenticator"] == "PasswordAuthenticator"
+        assert config["authorizer"] == "CassandraAuthorizer"
+        encryption = config["client_encryption_options"]
+        assert encryption["enabled"] is True and encryption["optional"] is False
+        assert encryption["require_client_auth"] is True
+        assert encryption["truststore"] == str(pki / "ca.crt")
+    env = group.client_env()
+    assert env[f"{ENV_VAR}_TLS_CA"] == str(pki / "ca.crt")
+    assert {f"{ENV_VAR}_USER", f"{ENV_VAR}_PASSWORD", f"{ENV_VAR}_TLS_CERT"} <= set(env)
+
+
+def test_etcd_members_speak_tls_to_clients_and_peers(tmp_path: Path) -> None:
+    group = EtcdCluster(tmp_path / "state", tmp_path / "cache")
+    group.assign_ports()
+    group.members[0].make_pki()
+    pki = tmp_path / "state" / "etcd-cluster" / "pki"
+    for member in group.members:
+        member.conf_dir.mkdir(parents=True)
+        member.data_dir.mkdir(parents=True)
+        ports = json.loads((member.dir / "instance.json").read_text())["ports"]
+        flags = [arg for arg in member.configure(ports).argv if arg.startswith("--")]
+        assert f"--listen-client-urls=https://127.0.0.1:{ports['client']}" in flags
+        assert f"--listen-peer-urls=https://127.0.0.1:{ports['peer']}" in flags
+        assert not [f for f in flags if "-urls=" in f and "http://" in f]
+        assert {"--client-cert-auth", "--peer-client-cert-auth"} <= set(flags)
+        assert f"--peer-trusted-ca-file={pki / 'ca.crt'}" in flags
+        assert f"--trusted-ca-file={pki / 'ca.crt'}" in flags
+    env = group.client_env()
+    assert env[f"{ETCD_ENV_VAR}_TLS_CERT"] == str(pki / "clockwork.crt")
 
 
 def _names(chosen: list[Managed]) -> list[str]:

@@ -21,6 +21,7 @@ from cassandra import (
     CoordinationFailure,
     OperationTimedOut,
     Timeout,
+    Unauthorized,
     Unavailable,
     WriteTimeout,
     WriteType,
@@ -75,8 +76,18 @@ def _cas_outcome_unknown(exc: BaseException) -> bool:
     return isinstance(exc, WriteTimeout) and exc.write_type == WriteType.CAS
 
 
+# How Cassandra words an authorization it could not check (the roles' or permissions'
+# read failed: too few replicas of system_auth up, or a timeout), as opposed to a
+# permission the role does not have.
+AUTHORIZATION_NOT_CHECKED = "Unable to perform authorization"
+
+
 def translate(exc: BaseException) -> BaseException:
     """The exception to raise for a driver error (StoreUnavailable with the cause)."""
+    if isinstance(exc, Unauthorized) and AUTHORIZATION_NOT_CHECKED in str(exc):
+        mapped = StoreUnavailable(f"cassandra: permissions could not be read: {exc}")
+        mapped.__cause__ = exc
+        return mapped
     if _cas_outcome_unknown(exc):
         unknown = CasResultUnknown(f"cassandra: compare-and-set result unknown: {exc}")
         unknown.__cause__ = exc

@@ -118,6 +118,10 @@ class Refusal:
 
 
 _NOT_TRUSTED = "CERTIFICATE_VERIFY_FAILED"
+AUTHENTICATION_NOT_CHECKED = "Unable to perform authentication"
+"""How Cassandra words a login it could not check (reading the role from
+`system_auth` failed: too few of its replicas up, or a timeout), as opposed to
+"Provided username ... and/or password are incorrect"."""
 _SSL_SOURCE = re.compile(r"\s*\(_ssl\.c:\d+\)")
 _NAME_MISMATCH = ("Hostname mismatch", "IP address mismatch")
 
@@ -132,6 +136,8 @@ def refusal(error: BaseException, tls: CassandraTlsSettings | None) -> Refusal |
     itself comes after the handshake: under TLS 1.3 a node that turns the client's
     certificate (or its lack of one) down says so on the first read."""
     if isinstance(error, AuthenticationFailed):
+        if AUTHENTICATION_NOT_CHECKED in str(error):
+            return None  # the node could not read the role: a quorum of it is down
         if "requires authentication" in str(error):
             return Refusal("the nodes require a login (PasswordAuthenticator)", "username")
         return Refusal(f"login refused: {_server_message(error)}", "password")

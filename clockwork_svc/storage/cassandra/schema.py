@@ -378,7 +378,14 @@ async def load_layout(session: Any, keyspace: str) -> ClusterLayout | None:
 
 
 async def create_cluster_for_tests(
-    contact_points: list[str], keyspace: str, layout: ClusterLayout, replication_factor: int = 1
+    contact_points: list[str],
+    keyspace: str,
+    layout: ClusterLayout,
+    replication_factor: int = 1,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    tls: CassandraTlsSettings | None = None,
 ) -> list[str]:
     """A throwaway keyspace (SimpleStrategy, replication factor 1 unless told)."""
     return await migrate(
@@ -386,12 +393,24 @@ async def create_cluster_for_tests(
         keyspace,
         replication={"class": "SimpleStrategy", "replication_factor": replication_factor},
         layout=layout,
+        username=username,
+        password=password,
+        tls=tls,
     )
 
 
-async def drop_keyspace_for_tests(contact_points: Sequence[str], keyspace: str) -> None:
+async def drop_keyspace_for_tests(
+    contact_points: Sequence[str],
+    keyspace: str,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    tls: CassandraTlsSettings | None = None,
+) -> None:
     check_keyspace(keyspace)
-    cluster, session = await connecting.connect(contact_points, timeout_s=30.0)
+    cluster, session = await connecting.connect(
+        contact_points, username=username, password=password, tls=tls, timeout_s=30.0
+    )
     try:
         await _ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
     finally:
