@@ -42,11 +42,13 @@ async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
         shards: int = 16,
         replication_factor: int | None = None,
     ) -> Cluster:
-        default_cassandra, default_etcd = require_stores()
+        if cassandra is None or etcd is None:
+            default_cassandra, default_etcd = require_stores()
+            cassandra, etcd = cassandra or default_cassandra, etcd or default_etcd
         cluster = Cluster(
             tmp_path,
-            cassandra or default_cassandra,
-            etcd or default_etcd,
+            cassandra,
+            etcd,
             shards=shards,
             lease_ttl=LEASE_TTL,
             replication_factor=replication_factor,
