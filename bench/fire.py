@@ -243,7 +243,7 @@ async def raw_durable_limits(
         try:
             row = await raw_durable.limit(
                 level,
-                cluster.env["CLOCKWORK_CASSANDRA"],
+                cluster.cassandra,
                 cluster.keyspace,
                 cluster.shards,
                 TENANT,

@@ -47,17 +47,22 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.spec import HttpTarget, Target
 from clockwork_svc.settings import CassandraSettings, ProcessSettings, StoreSettings
+from e2e.stores import CassandraAccess
 
 LEVELS = ("minimal", "clockwork-store")
 _SCAN_PAGE = 500
 _ANSWERED_200 = DeliveryResult(ok=True, retryable=False, status_code=200)
 
 
-async def open_store(contact_points: str, keyspace: str) -> Store:
+async def open_store(access: CassandraAccess, keyspace: str) -> Store:
     """The store as a worker opens it (`clockwork_svc.app.open_store`): the same write
-    batch, lingers and speculative delay. `contact_points`: comma-separated."""
+    batch, lingers and speculative delay, through the access's TLS and login."""
     cassandra = CassandraSettings(
-        contact_points=tuple(contact_points.split(",")), keyspace=keyspace
+        contact_points=access.contact_points,
+        keyspace=keyspace,
+        username=access.username,
+        password=access.password,
+        tls=access.tls,
     )
     settings = ProcessSettings(store=StoreSettings(kind="cassandra", cassandra=cassandra))
     return await app.open_store(settings, SystemClock(), serves_api=False)
@@ -188,7 +193,7 @@ class _Driver:
 
 async def limit(
     level_name: str,
-    contact_point: str,
+    cassandra: CassandraAccess,
     keyspace: str,
     shard_count: int,
     tenant: str,
@@ -204,7 +209,7 @@ async def limit(
     per 100k firings."""
     if level_name not in LEVELS:
         raise ValueError(f"level: {level_name!r} is not one of {LEVELS}")
-    store = await open_store(contact_point, keyspace)
+    store = await open_store(cassandra, keyspace)
     try:
         # Shards no worker owns: above the layout's (each level its own range).
         first_shard = shard_count * (2 + LEVELS.index(level_name))

@@ -49,6 +49,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.storage.cassandra import schema
+from e2e.stores import CassandraAccess
 
 LOOPS = ("minimal", "record", "read + record")
 _LAYOUT_SHARDS = 64
@@ -204,9 +205,10 @@ async def _scans(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    contact_point = os.environ.get("CLOCKWORK_CASSANDRA")
-    if not contact_point:
+    access = CassandraAccess.from_env("CLOCKWORK_CASSANDRA")
+    if not access.contact_points:
         raise SystemExit("CLOCKWORK_CASSANDRA is not set: python -m e2e.infra up cassandra")
+    contact_point = access.contact_points[0]
     keyspace = "bench_ops_" + uuid.uuid4().hex[:8]
     now = time.time_ns() // 1_000_000
     await schema.migrate(
@@ -214,8 +216,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         keyspace,
         replication={"class": "SimpleStrategy", "replication_factor": 1},
         layout=ClusterLayout(_LAYOUT_SHARDS, 60_000, now),
+        **access.connect_kwargs(),
     )
-    store = await open_store(contact_point, keyspace)
+    store = await open_store(access, keyspace)
     pids = {**listening({"cassandra": contact_point}), "client": os.getpid()}
     rows: list[dict[str, Any]] = []
     try:
@@ -238,7 +241,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows += [{"rep": rep + 1, **r} for r in await _scans(store, firings, pids)]
     finally:
         await store.close()
-        await schema.drop_keyspace_for_tests([contact_point], keyspace)
+        await schema.drop_keyspace_for_tests([contact_point], keyspace, **access.connect_kwargs())
     return {"machine": machine(), "n": args.n, "concurrency": args.concurrency, "loops": rows}
 
 

@@ -45,9 +45,14 @@ SUPERUSER = cql.Login("cassandra", "cassandra")
 create the roles below; a production cluster replaces it."""
 CLOCKWORK = cql.Login("clockwork", "clockwork-test-password")
 """The role Clockwork logs in as."""
-GRANTS = ("GRANT CREATE ON ALL KEYSPACES TO clockwork",)
+GRANTS = (
+    "GRANT CREATE ON ALL KEYSPACES TO clockwork",
+    "GRANT SELECT ON system_views.settings TO clockwork",
+)
 """CREATE lets ``clockwork schema migrate`` create its keyspace; Cassandra gives the
-creator of a keyspace every permission on it, so nothing else is granted."""
+creator of a keyspace every permission on it. Reading the node's settings is for the
+benchmarks' report of the commit log setting (bench/durability.py): Clockwork itself
+never reads them, and a production role needs only the first grant."""
 
 
 @dataclass(frozen=True)
