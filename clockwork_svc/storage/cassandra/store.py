@@ -15,7 +15,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -445,9 +445,7 @@ class CassandraStore:
         return None if winner.id == s.id else winner
 
     async def _schedule_serial(self, tenant: str, key: str) -> Schedule | None:
-        row = await bridge.first(
-            self._session, self._st.select_schedule, (tenant, key), profile=PROFILE_SERIAL_READ
-        )
+        row = await self._serial_first(self._st.select_schedule, (tenant, key))
         return rows.schedule(row) if rows.is_schedule(row) else None
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
@@ -693,9 +691,7 @@ class CassandraStore:
         return row.get("epoch") == epoch
 
     async def load_cursor(self, shard: int) -> ShardCursor | None:
-        row = await bridge.first(
-            self._session, self._st.load_cursor, (shard,), profile=PROFILE_SERIAL_READ
-        )
+        row = await self._serial_first(self._st.load_cursor, (shard,))
         if row is None or row["epoch"] is None:
             return None
         return ShardCursor(int(row["shard"]), int(row["position_ms"]), int(row["epoch"]))
@@ -802,9 +798,7 @@ class CassandraStore:
         return repeated and await self._tenant_serial(tenant.name) == tenant
 
     async def _tenant_serial(self, name: str) -> Tenant | None:
-        row = await bridge.first(
-            self._session, self._st.select_tenant, (name,), profile=PROFILE_SERIAL_READ
-        )
+        row = await self._serial_first(self._st.select_tenant, (name,))
         return TENANTS.decode(row) if row is not None else None
 
     async def put_token_owner(self, token_hash: str, tenant: str) -> None:
@@ -823,12 +817,27 @@ class CassandraStore:
         """A compare-and-set, sent again while its outcome is unknown; also says whether
         it was repeated. A repeat whose first try did apply answers "not applied" (its
         condition no longer holds): callers whose write could be that one check for it."""
-        for attempt in range(_CAS_UNKNOWN_RETRIES):
-            try:
-                return await self._run(statement, params, profile=PROFILE_LWT), attempt > 0
-            except bridge.CasResultUnknown:
-                await asyncio.sleep(random.uniform(0.5, 1.0) * _CAS_BACKOFF_S * 2**attempt)
-        return await self._run(statement, params, profile=PROFILE_LWT), True
+        return await _until_known(lambda: self._run(statement, params, profile=PROFILE_LWT))
+
+    async def _serial_first(self, statement: Any, params: Sequence[Any]) -> rows.Row | None:
+        """A linearizable read of one row. It runs a Paxos round too (completing any
+        proposal in flight), which can end "result unknown" under contention: it is
+        read again then."""
+        row, _ = await _until_known(
+            lambda: bridge.first(self._session, statement, params, profile=PROFILE_SERIAL_READ)
+        )
+        return row
+
+
+async def _until_known(request: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    """`request` (a Paxos round), run again while its outcome is unknown, with jittered
+    exponential backoff; its result, and whether it was repeated."""
+    for attempt in range(_CAS_UNKNOWN_RETRIES):
+        try:
+            return await request(), attempt > 0
+        except bridge.CasResultUnknown:
+            await asyncio.sleep(random.uniform(0.5, 1.0) * _CAS_BACKOFF_S * 2**attempt)
+    return await request(), True
 
 
 def _firing_key(row: rows.Row) -> FiringKey:
