@@ -27,9 +27,24 @@ TLS_SUFFIXES = ("_TLS_CA", "_TLS_CERT", "_TLS_KEY")
 LOGIN_SUFFIXES = ("_USER", "_PASSWORD")
 
 
-def _path(environ: Mapping[str, str], name: str) -> Path | None:
-    value = environ.get(name, "")
-    return Path(value) if value else None
+TlsFiles = tuple[Path | None, Path | None, Path | None]
+"""CA, client certificate, client key."""
+
+
+def _tls_files(environ: Mapping[str, str], var: str) -> TlsFiles:
+    """``var``'s ``_TLS_CA``/``_TLS_CERT``/``_TLS_KEY`` companions (unset: None)."""
+    values = (environ.get(var + suffix, "") for suffix in TLS_SUFFIXES)
+    ca, cert, key = (Path(value) if value else None for value in values)
+    return ca, cert, key
+
+
+def _tls_env(prefix: str, files: TlsFiles) -> dict[str, str]:
+    """Clockwork's ``<prefix>_TLS_*`` variables for the files that are set."""
+    return {
+        prefix + suffix: str(path)
+        for suffix, path in zip(TLS_SUFFIXES, files, strict=True)
+        if path is not None
+    }
 
 
 @dataclass(frozen=True)
@@ -52,7 +67,7 @@ class CassandraAccess:
     def from_env(cls, var: str, environ: Mapping[str, str] = os.environ) -> CassandraAccess:
         """``var`` (the addresses) and its ``_USER``/``_PASSWORD``/``_TLS_*`` companions."""
         tls = None
-        ca, cert, key = (_path(environ, var + suffix) for suffix in TLS_SUFFIXES)
+        ca, cert, key = _tls_files(environ, var)
         if ca or cert:
             tls = CassandraTlsSettings(ca_file=ca, cert_file=cert, key_file=key)
         return cls(
@@ -76,9 +91,7 @@ class CassandraAccess:
         if self.tls is not None:
             found["CLOCKWORK_CASSANDRA_TLS"] = "true"
             files = (self.tls.ca_file, self.tls.cert_file, self.tls.key_file)
-            for suffix, path in zip(TLS_SUFFIXES, files, strict=True):
-                if path is not None:
-                    found["CLOCKWORK_CASSANDRA" + suffix] = str(path)
+            found |= _tls_env("CLOCKWORK_CASSANDRA", files)
         return found
 
     def connect_kwargs(self) -> dict[str, Any]:
@@ -109,7 +122,7 @@ class EtcdAccess:
     def from_env(cls, var: str, environ: Mapping[str, str] = os.environ) -> EtcdAccess:
         """``var`` (the endpoints) and its ``_TLS_*``/``_USER``/``_PASSWORD`` companions."""
         tls = None
-        ca, cert, key = (_path(environ, var + suffix) for suffix in TLS_SUFFIXES)
+        ca, cert, key = _tls_files(environ, var)
         if ca or cert:
             tls = EtcdTlsSettings(ca_file=ca, cert_file=cert, key_file=key)
         security = EtcdSecurity(
@@ -124,10 +137,7 @@ class EtcdAccess:
         found = {"CLOCKWORK_ETCD": self.endpoints}
         tls = self.security.tls
         if tls is not None:
-            files = (tls.ca_file, tls.cert_file, tls.key_file)
-            for suffix, path in zip(TLS_SUFFIXES, files, strict=True):
-                if path is not None:
-                    found["CLOCKWORK_ETCD" + suffix] = str(path)
+            found |= _tls_env("CLOCKWORK_ETCD", (tls.ca_file, tls.cert_file, tls.key_file))
         if self.security.username is not None and self.security.password is not None:
             found["CLOCKWORK_ETCD_USER"] = self.security.username
             found["CLOCKWORK_ETCD_PASSWORD"] = self.security.password

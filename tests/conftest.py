@@ -9,9 +9,12 @@ command runs). Without it they skip on a laptop, but fail under CI
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
+from e2e.infra import cassandra_cluster, etcd_cluster
+from e2e.infra.group import RunningGroup
 from e2e.stores import CassandraAccess, EtcdAccess
 
 
@@ -31,3 +34,25 @@ def require_stores() -> tuple[CassandraAccess, EtcdAccess]:
     require_server("CLOCKWORK_CASSANDRA")
     require_server("CLOCKWORK_ETCD")
     return CassandraAccess.from_env("CLOCKWORK_CASSANDRA"), EtcdAccess.from_env("CLOCKWORK_ETCD")
+
+
+@pytest.fixture
+def cassandra_nodes() -> Iterator[RunningGroup]:
+    """The three-node Cassandra (`python -m e2e.infra up cassandra-cluster`); a node the
+    test killed is restarted after it."""
+    require_server("CLOCKWORK_CASSANDRA_CLUSTER")
+    group = cassandra_cluster.attach()
+    assert group is not None, "the Cassandra cluster's members are not all running"
+    yield group
+    group.restore()
+
+
+@pytest.fixture
+def etcd_members() -> Iterator[RunningGroup]:
+    """The three-member etcd (`python -m e2e.infra up etcd-cluster`); a member the test
+    killed is restarted after it."""
+    require_server("CLOCKWORK_ETCD_CLUSTER")
+    group = etcd_cluster.attach()
+    assert group is not None, "the etcd cluster's members are not all running"
+    yield group
+    group.restore()

@@ -35,7 +35,6 @@ from .server import InfraError, LaunchSpec, ProbeError, Running
 SIZE = 3
 ENV_VAR = "CLOCKWORK_ETCD_CLUSTER"
 CLUSTER_TOKEN = "clockwork-test-cluster"
-AUTH_MARKER = "auth-enabled"
 
 
 def member_name(index: int) -> str:
@@ -113,10 +112,7 @@ class EtcdCluster(ServerGroup):
         """Make the certificates, start the members, then (once) users, roles, auth on."""
         self._members[0].make_pki()  # once, before three members start at once
         group = super().start(timeout)
-        marker = self.dir / AUTH_MARKER
-        if not marker.exists():
-            self._members[0].enable_auth(group.members[0].port)
-            marker.write_text("root, clockwork role and user; auth on\n")
+        self._members[0].enable_auth_once(group.members[0].port, self.dir)
         return group
 
     def client_env(self) -> dict[str, str]:

@@ -64,9 +64,7 @@ class SecureEtcd(Etcd):
     def start(self, timeout: float | None = None) -> Running:
         """Start (or reuse) the member; on its first start, set up users and roles."""
         running = super().start(timeout)
-        if not (self.dir / _AUTH_MARKER).exists():
-            self.enable_auth(running.port)
-            (self.dir / _AUTH_MARKER).write_text("root, clockwork role and user; auth on\n")
+        self.enable_auth_once(running.port, self.dir)
         return running
 
     def make_pki(self) -> None:
@@ -125,8 +123,16 @@ class SecureEtcd(Etcd):
             raise InfraError(f"etcd-secure: `etcdctl {' '.join(args)}` failed: {done.stderr}")
         return done.stdout
 
+    def enable_auth_once(self, port: int, marker_dir: Path) -> None:
+        """``enable_auth``, unless a marker file in ``marker_dir`` says it was done
+        (etcd refuses to add a user twice; the setup lives in the data dir)."""
+        marker = marker_dir / _AUTH_MARKER
+        if not marker.exists():
+            self.enable_auth(port)
+            marker.write_text("root, clockwork role and user; auth on\n")
+
     def enable_auth(self, port: int) -> None:
-        """Users and roles, then ``auth enable`` (once: etcd refuses to add a user twice)."""
+        """Users and roles, then ``auth enable``."""
         steps = [
             ("role", "add", CLOCKWORK_USER),
             ("role", "grant-permission", CLOCKWORK_USER, "readwrite", KEY_PREFIX, "--prefix"),

@@ -165,5 +165,11 @@ class RunningGroup:
     def pid(self) -> int:
         return self.members[0].pid
 
+    def restore(self) -> None:
+        """Restart every member that is not running (after a fault test's kill)."""
+        for member in self.members:
+            if not member.is_alive():
+                member.restart()
+
     def destroy(self) -> None:
         self.group.down()

@@ -9,31 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.infra import cassandra_cluster, cql, etcd_cluster
+from e2e.infra import cql
 from e2e.infra.etcd import http_json
 from e2e.infra.etcd_cluster import ClusterMember
 from e2e.infra.group import RunningGroup
 from e2e.infra.server import InfraError, ProbeError
 from e2e.stores import CassandraAccess
-from tests.conftest import require_server
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.replicated]
-
-
-@pytest.fixture
-def cassandra_nodes() -> RunningGroup:
-    require_server("CLOCKWORK_CASSANDRA_CLUSTER")
-    group = cassandra_cluster.attach()
-    assert group is not None, "the Cassandra cluster's members are not all running"
-    return group
-
-
-@pytest.fixture
-def etcd_members() -> RunningGroup:
-    require_server("CLOCKWORK_ETCD_CLUSTER")
-    group = etcd_cluster.attach()
-    assert group is not None, "the etcd cluster's members are not all running"
-    return group
 
 
 def test_every_cassandra_node_refuses_plain_text_and_a_wrong_password(

@@ -41,43 +41,17 @@ from e2e import loopback_cut
 from e2e.checker import Window
 from e2e.cluster import Cluster as ClockworkCluster
 from e2e.cluster import now_ms, settle
-from e2e.infra import cassandra_cluster, etcd_cluster
+from e2e.infra import etcd_cluster
 from e2e.infra.group import RunningGroup
 from e2e.overload import throttle
 from e2e.sink import RecordingSink
 from e2e.stores import CassandraAccess, EtcdAccess
 from e2e.workload import Workload
-from tests.conftest import require_server
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import MakeCluster
 from tests.support.processes import ClockworkProcess
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis, pytest.mark.replicated]
-
-
-def _whole(group: RunningGroup) -> None:
-    """Restart every member that is not running (a test's kill must not outlive it)."""
-    for member in group.members:
-        if not member.is_alive():
-            member.restart()
-
-
-@pytest.fixture
-def cassandra_nodes() -> Iterator[RunningGroup]:
-    require_server("CLOCKWORK_CASSANDRA_CLUSTER")
-    group = cassandra_cluster.attach()
-    assert group is not None, "the Cassandra cluster's members are not all running"
-    yield group
-    _whole(group)
-
-
-@pytest.fixture
-def etcd_members() -> Iterator[RunningGroup]:
-    require_server("CLOCKWORK_ETCD_CLUSTER")
-    group = etcd_cluster.attach()
-    assert group is not None, "the etcd cluster's members are not all running"
-    yield group
-    _whole(group)
 
 
 @pytest.fixture
@@ -322,7 +296,7 @@ async def test_kill_9_two_cassandra_nodes_refuses_cleanly_and_resumes(
     print(f"quorum lost for {(window.end_ms - window.start_ms) / 1000:.1f}s")
     report = await settle(cluster, workload, sink, t0 + 35_000, [window], timeout_s=120)
     # The second node back before teardown, which waits for the hints held for it.
-    await asyncio.to_thread(_whole, cassandra_nodes)
+    await asyncio.to_thread(cassandra_nodes.restore)
     assert_report("kill -9 two of three Cassandra nodes", report, cluster, duplicates=True)
 
 
