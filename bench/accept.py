@@ -6,10 +6,11 @@ Usage: python -m bench.accept [--n 200000] [--concurrency 16,64,256] [--batch 50
 Needs CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD (scripts/bench.sh starts them). Starts
 one `clockwork api` on a fresh keyspace and creates N one-shot schedules (due in a
 day, so nothing fires) per mode: unary calls at each concurrency, and batches
-(BatchCreateSchedules, 4 in flight). Then two raw limits: the same rows (index entry,
-schedule, first firing) written with the driver's execute_async at several
-concurrencies, no API in between, once with the schedule as a plain INSERT and once
-as the store's conditional insert (a Paxos round). Reports schedules/s, latency
+(BatchCreateSchedules, 4 in flight). Then two raw limits: the same rows (schedule, first
+firing) written with the driver's execute_async at several concurrencies, no API in
+between, once with the schedule as a plain INSERT and once as the store's
+conditional insert, one Paxos round per schedule (the API groups a batch's creates
+per partition, so it can pass this limit). Reports schedules/s, latency
 p50/p99/p99.9 and the ratio API / raw against each limit (best of each). A table on
 stdout, JSON in bench/results/.
 """

@@ -59,8 +59,8 @@ class BenchCluster(Cluster):
         # Every process of the cluster (api and workers) collects with this threshold.
         self.env["CLOCKWORK_GC_YOUNG_THRESHOLD"] = str(gc_young_threshold)
 
-    def client(self, timeout_s: float = 120.0) -> ClockworkClient:
-        return super().client(timeout_s)
+    def client(self, timeout_s: float = 120.0, address: str | None = None) -> ClockworkClient:
+        return super().client(timeout_s, address)
 
 
 @contextlib.asynccontextmanager

@@ -41,7 +41,7 @@ from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from e2e.infra.cassandra import Cassandra
 from e2e.workload import BatchCreate
 
-_TABLES = ("schedules", "schedule_index", "firings")
+_TABLES = ("schedules_by_part", "firings")
 BATCH = 500
 IN_FLIGHT = 4
 DAY_MS = 86_400_000

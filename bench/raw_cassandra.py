@@ -1,11 +1,12 @@
-"""The raw insert limits: the rows a create writes (index entry, schedule, first
-firing), written straight with the driver's `execute_async`, K creates in flight, no
-API, no asyncio: each create's three writes chained in driver callbacks, in the order
-the store writes them.
+"""The raw insert limits: the rows a create writes (schedule, first firing), written
+straight with the driver's `execute_async`, K creates in flight, no API, no asyncio:
+each create's writes chained in driver callbacks, in the order the store writes them.
 
-Two limits: `conditional` writes the schedule as the store does (its own CQL: a
-lightweight transaction, a Paxos round); `plain` writes the same row with a plain
-INSERT (what a create would cost without the compare-and-set)."""
+Two limits: `conditional` writes each schedule with the store's compare-and-set (its
+own CQL: a lightweight transaction, one Paxos round per schedule); `plain` writes the
+same row with a plain INSERT (what a create would cost without the compare-and-set).
+The store itself groups the creates of a batch that share a partition into one
+conditional batch, so its API can run above the conditional limit."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from clockwork_svc.storage.cassandra import store as cassandra_store
 from clockwork_svc.storage.columns import SCHEDULES, markers
 from e2e.stores import CassandraAccess
 
-_STATEMENTS = ("upsert_index", "insert_schedule", "put_firing")
+_STATEMENTS = ("insert_schedule", "put_firing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,9 @@ def create_params(
         bucket = bucket_of(f.fire_at_ms, layout.bucket_ms)
         out.append(
             (
-                rows.index_params(s),
-                rows.insert_schedule_params(s) if conditional else SCHEDULES.encode(s),
+                rows.insert_schedule_params(s)
+                if conditional
+                else (rows.schedule_part(key), *SCHEDULES.encode(s)),
                 rows.firing_params(f, bucket, ttl),
             )
         )
@@ -72,14 +74,13 @@ class RawInserter:
         cql = cassandra_store.cql(keyspace)
         texts = [getattr(cql, name) for name in _STATEMENTS]
         if not conditional:
-            texts[1] = cassandra_store.Cql(
-                f"INSERT INTO {keyspace}.schedules ({SCHEDULES.names}) "
-                f"VALUES ({markers(len(SCHEDULES.columns))})",
+            texts[0] = cassandra_store.Cql(
+                f"INSERT INTO {keyspace}.schedules_by_part (part, {SCHEDULES.names}) "
+                f"VALUES ({markers(len(SCHEDULES.columns) + 1)})",
                 True,
             )
         self._statements = [cassandra_store.prepare(session, text) for text in texts]
         self._profiles = [
-            connecting.PROFILE_DEFAULT,
             connecting.PROFILE_LWT if conditional else connecting.PROFILE_DEFAULT,
             connecting.PROFILE_DEFAULT,
         ]

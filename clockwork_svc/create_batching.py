@@ -1,12 +1,12 @@
 """Group commit for unary creates.
 
-A create costs the api a few store requests (the schedule's compare-and-set, its index
-entry, its first firing); each request costs the client a future, a callback on the
-driver's thread and a hop back to the event loop, and on a busy api that client-side
-cost, not the store, bounds the create rate. `CreateBatcher` makes one tenant's
-concurrent unary creates as batches (`Scheduling.create_many`'s path): each schedule
-keeps its own compare-and-set, but the index entries and first firings are written
-grouped by partition. A few batches per tenant are in flight at once; creates that
+A create costs the api store requests (the schedule's compare-and-set, its first
+firing); each request costs the client a future, a callback on the driver's thread and
+a hop back to the event loop, and Cassandra a Paxos round per compare-and-set.
+`CreateBatcher` makes one tenant's concurrent unary creates as batches
+(`Scheduling.create_many`'s path): the schedules that share a partition are one
+conditional batch (one Paxos round), and the first firings are written grouped by
+partition. A few batches per tenant are in flight at once; creates that
 arrive meanwhile queue and go out together as the next batch. So an idle api sends a
 create at the end of its event-loop turn (no added wait), and a busy one sends fewer,
 larger batches (with 256 calls in flight, batches of 150-250 were measured): the

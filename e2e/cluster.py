@@ -79,6 +79,7 @@ class Cluster:
         self.api: ClockworkProcess | None = None
         self.api_address = f"127.0.0.1:{free_port()}"
         self.workers: list[ClockworkProcess] = []
+        self.other_apis: list[ClockworkProcess] = []
         self._api_starts = 0
 
     async def start(self, workers: int, timeout_s: float = 60.0) -> None:
@@ -105,12 +106,23 @@ class Cluster:
 
     async def start_api(self, wait: bool = True) -> ClockworkProcess:
         """Start the api on its fixed address (a restart keeps it, as a Service would)."""
+        self.api = await self._api_process(self.api_address, wait)
+        return self.api
+
+    async def add_api(self) -> str:
+        """Start one more api, on an address of its own (returned): several replicas
+        behind one Service."""
+        address = f"127.0.0.1:{free_port()}"
+        self.other_apis.append(await self._api_process(address, wait=True))
+        return address
+
+    async def _api_process(self, address: str, wait: bool) -> ClockworkProcess:
         self._api_starts += 1
-        self.api = await ClockworkProcess(
+        api = await ClockworkProcess(
             [
                 "api",
                 "--listen",
-                self.api_address,
+                address,
                 "--ops-listen",
                 "127.0.0.1:0",
                 "--allow-private-targets",
@@ -120,8 +132,8 @@ class Cluster:
             self.env,
         ).start()
         if wait:
-            await wait_serving(self.api_address)
-        return self.api
+            await wait_serving(address)
+        return api
 
     def worker_args(self, ops_listen: str = "127.0.0.1:0") -> list[str]:
         """`clockwork worker` arguments for this cluster (tests that start a worker their
@@ -182,9 +194,10 @@ class Cluster:
             await asyncio.sleep(0.1)
         raise TimeoutError(f"shards not all owned by {live_workers} workers: {last}")
 
-    def client(self, timeout_s: float = 30.0) -> ClockworkClient:
+    def client(self, timeout_s: float = 30.0, address: str | None = None) -> ClockworkClient:
+        """A client of the api (`address`: of another one, from `add_api`)."""
         return ClockworkClient(
-            ClientSettings(self.api_address, tenant=self.tenant, timeout_s=timeout_s)
+            ClientSettings(address or self.api_address, tenant=self.tenant, timeout_s=timeout_s)
         )
 
     def pids(self) -> dict[str, int]:
@@ -233,7 +246,7 @@ class Cluster:
         """Stop every process, then drop the cluster's keyspace. Every run makes a new
         one; kept, they would pile up over many benchmark and test runs until the
         harness's Cassandra (1 GiB heap) runs out of heap."""
-        await _terminate([*self.workers, *([self.api] if self.api else [])])
+        await _terminate([*self.workers, *self.other_apis, *([self.api] if self.api else [])])
         if len(self.cassandra.contact_points) > 1:
             await _settle_replicas(self.cassandra, SETTLE_TIMEOUT_S)
         try:
@@ -244,7 +257,7 @@ class Cluster:
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 
     def logs(self, tail_chars: int = 3000) -> str:
-        procs = [*self.workers, *([self.api] if self.api else [])]
+        procs = [*self.workers, *self.other_apis, *([self.api] if self.api else [])]
         return "\n".join(f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in procs)
 
 

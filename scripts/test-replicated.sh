@@ -22,6 +22,7 @@ ON_CLUSTERS=(
   tests/nemesis/test_clock_jump.py
   tests/nemesis/test_backlog_lease_loss.py
   tests/nemesis/test_fencing_switch.py
+  tests/nemesis/test_create_race.py
 )
 
 log "starting the replicated stores (e2e/infra)"

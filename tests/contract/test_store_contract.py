@@ -147,7 +147,7 @@ async def test_insert_many_answers_each_in_order(store: Store) -> None:
     t = tenant()
     earlier = make_schedule(t, "k-03", id="earlier")
     assert await store.insert_schedule(earlier) is None
-    # More than one index partition and more than one batch of rows per partition.
+    # Many partitions, some holding several of the keys.
     batch = [make_schedule(t, f"k-{i:02d}", id=f"new{i}") for i in range(60)]
     batch.append(make_schedule(t, "k-07", id="duplicate"))
     results = await store.insert_schedules(batch)

@@ -12,11 +12,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from clockwork_svc.domain import identity
+from clockwork_svc.domain import identity, planning
 from clockwork_svc.domain.model import ClusterLayout, Firing
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
+from clockwork_svc.domain.triggers import OnceTrigger
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage import cassandra
-from clockwork_svc.storage.cassandra import bridge, connecting
+from clockwork_svc.storage.cassandra import bridge, connecting, schema
+from clockwork_svc.storage.columns import SCHEDULES
 from tests.conftest import require_server
 
 T = TypeVar("T")
@@ -74,6 +77,51 @@ async def test_a_second_migrate_applies_nothing(keyspace: tuple[str, str]) -> No
 
 
 @pytest.mark.cassandra
+async def test_migration_8_copies_the_schedules_into_their_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    address = require_server("CLOCKWORK_CASSANDRA")
+    name = "schema_" + uuid.uuid4().hex[:12]
+    replication = {"class": "SimpleStrategy", "replication_factor": 1}
+    before = [m for m in cassandra.MIGRATIONS if m[0] < 8]
+    with monkeypatch.context() as patched:
+        patched.setattr(schema, "MIGRATIONS", before)
+        await cassandra.migrate([address], name, replication=replication, layout=LAYOUT)
+    try:
+        spec = ScheduleSpec(OnceTrigger(T0 + 60_000), HttpTarget("http://127.0.0.1:9/x"))
+        old = [
+            planning.new_schedule("t", f"k{i:03d}", spec, f"id{i}", T0, LAYOUT)[0]
+            for i in range(150)
+        ]
+        cluster, session = await connecting.connect([address], timeout_s=30)
+        try:
+            insert = (
+                f"INSERT INTO {name}.schedules ({SCHEDULES.names}) "
+                f"VALUES ({', '.join(['%s'] * len(SCHEDULES.columns))})"
+            )
+            for s in old:
+                await bridge.execute(session, insert, SCHEDULES.encode(s))
+            # A worker's progress for a schedule never created: not a schedule.
+            await bridge.execute(
+                session,
+                f"UPDATE {name}.schedules SET fired_count = 1 WHERE tenant = 't' AND key = 'x'",
+            )
+        finally:
+            await connecting.shutdown(cluster)
+        applied = await cassandra.migrate([address], name, replication=replication, layout=LAYOUT)
+        assert applied == ["0008_schedules_by_part"]
+        store = await cassandra.CassandraStore.open([address], name)
+        try:
+            assert await store.list_schedules("t", None, 1000) == old
+            assert await store.get_schedule("t", "k007") == old[7]
+            assert await store.get_schedule("t", "x") is None
+        finally:
+            await store.close()
+    finally:
+        await cassandra.drop_keyspace_for_tests([address], name)
+
+
+@pytest.mark.cassandra
 async def test_the_layout_is_fixed_at_creation(keyspace: tuple[str, str]) -> None:
     address, name = keyspace
     other = ClusterLayout(shard_count=8, bucket_ms=1000, created_ms=LAYOUT.created_ms + 1)
@@ -104,6 +152,7 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
         "cluster_meta",
         "schedules",
         "schedule_index",
+        "schedules_by_part",
         "firings",
         "shard_cursors",
         "executions",
@@ -117,7 +166,7 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
     def strategy(table: str) -> str:
         return str(tables[table]["compaction"]["class"]).rsplit(".", 1)[-1]
 
-    assert strategy("schedules") == "LeveledCompactionStrategy"
+    assert strategy("schedules_by_part") == "LeveledCompactionStrategy"
     assert strategy("schedule_index") == "SizeTieredCompactionStrategy"
     firings = tables["firings"]
     assert strategy("firings") == "TimeWindowCompactionStrategy"

@@ -1,9 +1,10 @@
 """Behaviour of the Cassandra store beyond the shared contract (tests/contract):
-partial rows, the schedule index, firing TTLs and error mapping."""
+partial rows, creates grouped per partition, firing TTLs and error mapping."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -65,23 +66,66 @@ async def test_insert_succeeds_over_a_partial_row_left_by_progress(
 
 
 @pytest.mark.cassandra
-async def test_list_skips_index_entries_without_a_schedule_and_fills_the_page(
+async def test_list_skips_rows_without_a_schedule_and_fills_the_page(
     store: cassandra.CassandraStore, keyspace: tuple[str, str]
 ) -> None:
     tenant = "t-" + uuid.uuid4().hex[:8]
     real = [f"k{i:02d}" for i in range(0, 20, 2)]
     for key in real:
         await store.insert_schedule(make_schedule(tenant, key))
-    for key in (f"k{i:02d}" for i in range(1, 20, 2)):  # as if a crash followed the index write
+    for key in (f"k{i:02d}" for i in range(1, 20, 2)):  # a worker's progress, no schedule
         await cql(
             keyspace,
-            "INSERT INTO {ks}.schedule_index (tenant, part, key) VALUES (%s, %s, %s)",
-            tenant,
-            rows.index_part(key),
-            key,
+            "UPDATE {ks}.schedules_by_part SET fired_count = 1 "
+            "WHERE tenant = %s AND part = %s AND key = %s",
+            *rows.schedule_key(tenant, key),
         )
     assert [s.key for s in await store.list_schedules(tenant, None, 4)] == real[:4]
     assert [s.key for s in await store.list_schedules(tenant, "k05", 100)] == real[3:]
+
+
+def keys_in_one_part(n: int) -> list[str]:
+    keys = (f"k{i:05d}" for i in range(100_000))
+    return sorted(itertools.islice((k for k in keys if rows.schedule_part(k) == 0), n))
+
+
+@pytest.mark.cassandra
+async def test_creates_in_one_part_are_conditional_batches_that_name_the_taken_keys(
+    store: cassandra.CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = "t-" + uuid.uuid4().hex[:8]
+    keys = keys_in_one_part(70)
+    earlier = make_schedule(tenant, keys[3], id="earlier")
+    mine = make_schedule(tenant, keys[5], id="mine")  # a repeat of an applied create
+    assert await store.insert_schedules([earlier, mine]) == [None, None]
+    await record_progress(store, tenant, keys[9], Progress(5, 4, Outcome.SUCCEEDED, 3))
+    batch = [make_schedule(tenant, k, id=f"new-{k}") for k in keys]
+    batch[5] = mine
+    batch.append(make_schedule(tenant, keys[20], id="twice"))
+    rounds: list[int] = []
+    send = store._cas_batch
+
+    async def counted(statement: Any, params: Any) -> Any:
+        rounds.append(len(params))
+        return await send(statement, params)
+
+    monkeypatch.setattr(store, "_cas_batch", counted)
+    results = await store.insert_schedules(batch)
+    assert results[3] == earlier
+    assert results[5] is None
+    assert (results[20] is None) != (results[70] is None)
+    winner = batch[20] if results[20] is None else batch[70]
+    assert {results[20], results[70]} == {None, winner}
+    assert [r for i, r in enumerate(results) if i not in (3, 5, 20, 70)] == [None] * 67
+    assert await store.get_schedule(tenant, keys[9]) == batch[9]
+    assert await store.get_schedule(tenant, keys[20]) == winner
+    listed = await store.list_schedules(tenant, None, 100)
+    assert [s.key for s in listed] == keys
+    # 70 keys, three batches (at most 32 rows and 24 KiB each): the first, holding the
+    # two taken keys, was refused and went again without them; the second schedule of
+    # keys[20] waited for a later round, alone (a single compare-and-set, not a batch).
+    first, again, *rest = rounds
+    assert again == first - 2 and first + sum(rest) == 70 and len(rest) == 2
 
 
 @pytest.mark.cassandra

@@ -7,8 +7,8 @@ client-side cost of each request (a driver future, a hop from the driver's I/O t
 back to the event loop) is what bounds the firing rate. `ScheduleReads` collects the
 reads issued within one event-loop turn (a worker's: within `linger_s` of the first;
 it reads READ_AHEAD_MS before the due time, so that wait is not firing lag) and
-sends, per tenant, one `WHERE tenant = ? AND key IN ?` request for up to `max_keys`
-keys.
+sends, per tenant, one `WHERE tenant = ? AND part IN ? AND key IN ?` request for up
+to `max_keys` keys (`rows.schedule_part` of each key).
 
 Each caller still gets exactly its row (or None), or the request's error. A read
 issued after another one's result arrived goes in a later request, so a caller never
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clockwork_svc.storage.cassandra import bridge
+from clockwork_svc.storage.cassandra.rows import schedule_part
 from clockwork_svc.storage.cassandra.turn_batching import EndOfTurn
 
 Row = dict[str, Any]
@@ -38,8 +39,9 @@ class ScheduleReads:
     def __init__(
         self, session: Any, by_keys: Any, *, max_keys: int = 64, linger_s: float = 0.0
     ) -> None:
-        """`by_keys`: a prepared `SELECT ... WHERE tenant = ? AND key IN ?` whose rows
-        carry a `key` column; `linger_s`: how long reads are gathered (0: one turn)."""
+        """`by_keys`: a prepared `SELECT ... WHERE tenant = ? AND part IN ? AND key IN ?`
+        whose rows carry a `key` column; `linger_s`: how long reads are gathered (0:
+        one turn)."""
         if max_keys < 1:
             raise ValueError("max_keys must be >= 1")
         self._session = session
@@ -71,7 +73,8 @@ class ScheduleReads:
         self.requests_sent += 1
         self.keys_read += len(keys)
         try:
-            page = await bridge.execute(self._session, self._by_keys, (tenant, keys))
+            parts = sorted({schedule_part(k) for k in keys})
+            page = await bridge.execute(self._session, self._by_keys, (tenant, parts, keys))
         except asyncio.CancelledError:
             for futures in group.waiting.values():
                 for f in futures:

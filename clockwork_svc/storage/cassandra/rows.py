@@ -15,8 +15,8 @@ from clockwork_svc.storage.columns import DEAD_LETTERS, FIRINGS, SCHEDULES
 
 Row = Mapping[str, Any]
 
-INDEX_PARTS = 16
-"""Partitions per tenant in `schedule_index`; changing it needs a migration."""
+SCHEDULE_PARTS = 64
+"""Partitions per tenant in `schedules_by_part`; changing it needs a migration."""
 
 DAY_MS = 86_400_000
 """Width of a `dead_letters` partition (its `day` column)."""
@@ -26,21 +26,22 @@ FIRING_INSERTED = f"bucket, {FIRINGS.names}"
 DEAD_LETTER_INSERTED = f"day, {DEAD_LETTERS.names}"
 
 
-def index_part(key: str) -> int:
-    """Stable across processes and Python versions (unlike `hash()`)."""
+def schedule_part(key: str) -> int:
+    """The partition of a tenant's schedule; stable across processes and Python
+    versions (unlike `hash()`)."""
     digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % INDEX_PARTS
+    return int.from_bytes(digest, "big") % SCHEDULE_PARTS
 
 
-def index_params(s: Schedule) -> tuple[Any, ...]:
-    """`schedule_index (tenant, part, key)`."""
-    return (s.tenant, index_part(s.key), s.key)
+def schedule_key(tenant: str, key: str) -> tuple[str, int, str]:
+    """The primary key of a schedule's row: `WHERE tenant = ? AND part = ? AND key = ?`."""
+    return (tenant, schedule_part(key), key)
 
 
 def insert_schedule_params(s: Schedule) -> tuple[Any, ...]:
     """The columns outside the key, then the key (an UPDATE ... IF id = null)."""
     values = SCHEDULES.encode(s)
-    return SCHEDULES.pick(values, SCHEDULES.others + SCHEDULES.key)
+    return (*SCHEDULES.pick(values, SCHEDULES.others), *schedule_key(s.tenant, s.key))
 
 
 def firing_params(f: Firing, bucket: int, ttl_s: int) -> tuple[Any, ...]:

@@ -8,13 +8,15 @@ migration interrupted half-way is simply applied again.
 
 Table choices (see the design brief, "Data model (Cassandra)"):
 
-* `schedules`: one row per partition `(tenant, key)`, so compare-and-set never
-  contends across schedules. Rows are overwritten by every fire (progress columns)
-  and read on every API call: LeveledCompactionStrategy bounds the SSTables a read
-  touches, at the cost of more compaction I/O, which suits this small, hot table.
-* `schedule_index`: `(tenant, part)` partitions, part = blake2b(key) % 16, clustered by
-  key, for ordered listing without a scan of all schedules. Written once per schedule
-  and read in key ranges: default SizeTieredCompactionStrategy.
+* `schedules_by_part`: a tenant's schedules in `(tenant, part)` partitions, part =
+  blake2b(key) % 64 (`rows.SCHEDULE_PARTS`), clustered by key. The creates of one batch
+  that fall in one partition are one conditional batch, a single Paxos round (one per
+  schedule costs 3-8x more); listing reads the partitions in key order, with no index
+  table. Rows are overwritten by every fire (progress columns) and read on every API
+  call: LeveledCompactionStrategy bounds the SSTables a read touches, at the cost of
+  more compaction I/O. 64 partitions keep a tenant of 10M schedules at ~160k rows per
+  partition. `schedules` and `schedule_index` (one partition per schedule, and a key
+  index) are the layout before migration 8; they are no longer read or written.
 * `firings`: `(shard, bucket)` partitions clustered by `(fire_at_ms, firing_id)`;
   TimeWindowCompactionStrategy (1-hour windows) and a per-row TTL = time until due +
   retention, so whole SSTables expire and are dropped instead of compacted. The table's
@@ -39,11 +41,15 @@ from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SCHEMA
+from clockwork_svc.storage.cassandra.rows import schedule_part
 
 if TYPE_CHECKING:
     from clockwork_svc.settings import CassandraTlsSettings
 
 log = logging.getLogger(__name__)
+
+COPY_SCHEDULES = "copy schedules into schedules_by_part"
+"""A migration step that is code, not CQL: `_copy_schedules`."""
 
 Migration = tuple[int, str, list[str]]
 
@@ -198,6 +204,37 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE $keyspace.schedules ADD IF NOT EXISTS completed_ms bigint",
         ],
     ),
+    (
+        8,
+        "schedules_by_part",
+        [
+            # A tenant's schedules in SCHEDULE_PARTS partitions clustered by key: the
+            # creates of a batch that share a partition are one conditional batch
+            # (one Paxos round), and listing reads the partitions in key order.
+            """CREATE TABLE IF NOT EXISTS $keyspace.schedules_by_part (
+                tenant text,
+                part int,
+                key text,
+                id text,
+                spec text,
+                payload blob,
+                state text,
+                version bigint,
+                created_ms bigint,
+                updated_ms bigint,
+                shard int,
+                next_fire_ms bigint,
+                last_fire_ms bigint,
+                last_outcome text,
+                fired_count bigint,
+                completed_version bigint,
+                completed_ms bigint,
+                PRIMARY KEY ((tenant, part), key))
+            WITH CLUSTERING ORDER BY (key ASC)
+            AND compaction = {'class': 'LeveledCompactionStrategy'}""",
+            COPY_SCHEDULES,
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -290,7 +327,10 @@ async def migrate(
                 continue
             log.info("applying migration %04d_%s to keyspace %s", version, name, keyspace)
             for statement in statements:
-                await _ddl(session, render(statement, keyspace, ttls))
+                if statement == COPY_SCHEDULES:
+                    await _copy_schedules(session, keyspace)
+                else:
+                    await _ddl(session, render(statement, keyspace, ttls))
             await bridge.execute(
                 session,
                 f"INSERT INTO {keyspace}.schema_migrations (version, name, applied_ms) "
@@ -304,6 +344,40 @@ async def migrate(
         return done
     finally:
         await connecting.shutdown(cluster)
+
+
+_COPIED_COLUMNS = (
+    "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
+    "next_fire_ms, last_fire_ms, last_outcome, fired_count, completed_version, completed_ms"
+)
+
+
+async def _copy_schedules(session: Any, keyspace: str) -> None:
+    """Every schedule of `schedules` into `schedules_by_part`, as plain upserts of the
+    same values: a copy interrupted half-way is simply made again. The api and workers
+    of a build before this migration must be stopped while it runs (their writes go to
+    `schedules` only)."""
+    insert = await asyncio.to_thread(
+        session.prepare,
+        f"INSERT INTO {keyspace}.schedules_by_part (part, {_COPIED_COLUMNS}) "
+        f"VALUES (?, {', '.join('?' * (_COPIED_COLUMNS.count(',') + 1))})",
+    )
+    copied = 0
+    async for page in bridge.pages(
+        session, f"SELECT {_COPIED_COLUMNS} FROM {keyspace}.schedules", max_rows=2**62
+    ):
+        # A row without an id is a progress write for a schedule that was never
+        # created (see rows.is_schedule): nothing to copy.
+        found = [r for r in page if r["id"] is not None]
+        await bridge.gather_bounded(
+            (
+                bridge.execute(session, insert, (schedule_part(r["key"]), *r.values()))
+                for r in found
+            ),
+            64,
+        )
+        copied += len(found)
+    log.info("keyspace %s: %d schedules copied into schedules_by_part", keyspace, copied)
 
 
 async def applied_versions(session: Any, keyspace: str) -> set[int]:

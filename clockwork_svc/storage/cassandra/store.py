@@ -39,9 +39,11 @@ from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
 from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
 from clockwork_svc.storage.cassandra.write_batcher import (
+    DEFAULT_MAX_BYTES,
     DEFAULT_MAX_STATEMENTS,
     Statement,
     WriteBatcher,
+    counted_size,
 )
 from clockwork_svc.storage.columns import (
     DEAD_LETTERS,
@@ -77,6 +79,8 @@ _PAGE_SIZE = 5000
 # Rows per UNLOGGED batch of firings (one partition): ~5 KiB, Cassandra's default
 # batch_size_warn_threshold.
 _BATCH_ROWS = 25
+# Creates per conditional batch (one partition, one Paxos round).
+_CAS_BATCH_ROWS = 32
 _DEFAULT_RETENTION_S = 7 * 86_400
 _DEAD_LETTER_RETENTION_MS = 30 * 86_400_000
 # Cassandra's longest TTL; and, unless storage_compatibility_mode is NONE, no cell may
@@ -112,8 +116,7 @@ class Statements(Generic[T]):
     insert_schedule: T
     select_schedule: T
     select_schedules: T
-    upsert_index: T
-    list_index: T
+    list_part_keys: T
     replace_schedule: T
     record_progress: T
     record_last_progress: T
@@ -148,39 +151,45 @@ class Statements(Generic[T]):
         return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
 
+_SCHEDULE_KEY = "tenant = ? AND part = ? AND key = ?"
+"""A schedule's row (`rows.schedule_key`)."""
+
 # The CQL of every statement; `$ks` stands for the keyspace.
 _CQL: Statements[Cql] = Statements(
     # `IF id = null` rather than `INSERT ... IF NOT EXISTS`: a partial row left by
     # record_firing (id null) must not count as an existing schedule.
     insert_schedule=Cql(
-        f"UPDATE $ks.schedules SET {assignments(SCHEDULES.others)}, "
-        "completed_version = null WHERE tenant = ? AND key = ? IF id = null",
+        f"UPDATE $ks.schedules_by_part SET {assignments(SCHEDULES.others)}, "
+        f"completed_version = null WHERE {_SCHEDULE_KEY} IF id = null",
         False,
     ),
     select_schedule=Cql(
-        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules WHERE tenant = ? AND key = ?", True
+        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules_by_part WHERE {_SCHEDULE_KEY}",
+        True,
     ),
+    # Schedules of one tenant in any of the parts: every (part, key) pair is looked up.
     select_schedules=Cql(
-        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules WHERE tenant = ? AND key IN ?", True
+        f"SELECT {rows.SCHEDULE_SELECTED} FROM $ks.schedules_by_part "
+        "WHERE tenant = ? AND part IN ? AND key IN ?",
+        True,
     ),
-    upsert_index=Cql("INSERT INTO $ks.schedule_index (tenant, part, key) VALUES (?, ?, ?)", True),
-    list_index=Cql(
-        "SELECT key FROM $ks.schedule_index WHERE tenant = ? AND part = ? AND key > ? LIMIT ?",
+    list_part_keys=Cql(
+        "SELECT key FROM $ks.schedules_by_part WHERE tenant = ? AND part = ? AND key > ? LIMIT ?",
         True,
     ),
     replace_schedule=Cql(
-        f"UPDATE $ks.schedules SET {assignments(SCHEDULE_CHANGE)} "
-        "WHERE tenant = ? AND key = ? IF version = ?",
+        f"UPDATE $ks.schedules_by_part SET {assignments(SCHEDULE_CHANGE)} "
+        f"WHERE {_SCHEDULE_KEY} IF version = ?",
         False,
     ),
     record_progress=Cql(
-        f"UPDATE $ks.schedules SET {assignments(PROGRESS)} WHERE tenant = ? AND key = ?",
+        f"UPDATE $ks.schedules_by_part SET {assignments(PROGRESS)} WHERE {_SCHEDULE_KEY}",
         True,
     ),
     # The progress of a last occurrence, with the completion marker of its version.
     record_last_progress=Cql(
-        f"UPDATE $ks.schedules SET {assignments(PROGRESS)}, completed_version = ?, "
-        "completed_ms = ? WHERE tenant = ? AND key = ?",
+        f"UPDATE $ks.schedules_by_part SET {assignments(PROGRESS)}, completed_version = ?, "
+        f"completed_ms = ? WHERE {_SCHEDULE_KEY}",
         True,
     ),
     # No `done` column: a re-put must never clear it.
@@ -418,34 +427,71 @@ class CassandraStore:
     # --- schedules -------------------------------------------------------------------
 
     async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
-        # The index entry goes first: a crash in between leaves an index entry without
-        # a schedule (skipped by list_schedules), never a schedule that list misses.
-        await self._run(self._st.upsert_index, rows.index_params(schedule))
-        return await self._insert_one(schedule)
+        return (await self.insert_schedules([schedule]))[0]
 
     async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
-        if len(schedules) == 1:
-            return [await self.insert_schedule(schedules[0])]
-        # As insert_schedule: the index entries first (params[:2]: their partition).
-        index = [rows.index_params(s) for s in schedules]
-        await self._upsert_by_partition(self._st.upsert_index, ((p[:2], p) for p in index))
-        # Each schedule its own compare-and-set (its own partition).
-        return await bridge.gather_bounded((self._insert_one(s) for s in schedules), _MAX_IN_FLIGHT)
+        # The schedules of one partition go as conditional batches: one Paxos round for
+        # the lot. A key given twice is two racing creates: its second schedule waits
+        # for a later round (in one batch both conditions would hold).
+        rounds: dict[int, list[list[Schedule]]] = {}
+        for s in schedules:
+            layers = rounds.setdefault(rows.schedule_part(s.key), [])
+            for layer in layers:
+                if all(other.key != s.key for other in layer):
+                    layer.append(s)
+                    break
+            else:
+                layers.append([s])
+        answers: dict[int, Schedule | None] = {}
 
-    async def _insert_one(self, s: Schedule) -> Schedule | None:
-        page, _ = await self._cas(self._st.insert_schedule, rows.insert_schedule_params(s))
-        if page.rows[0]["[applied]"]:
-            return None
-        # The failed compare-and-set only returns `id`: read the winner linearizably.
+        async def insert_part(layers: list[list[Schedule]]) -> None:
+            for layer in layers:
+                for chunk in _cas_chunks(layer):
+                    for s, answer in zip(chunk, await self._insert_chunk(chunk), strict=True):
+                        answers[id(s)] = answer
+
+        await bridge.gather_bounded(map(insert_part, rounds.values()), _MAX_IN_FLIGHT)
+        return [answers[id(s)] for s in schedules]
+
+    async def _insert_chunk(self, chunk: list[Schedule]) -> list[Schedule | None]:
+        """Schedules of distinct keys in one partition: None for each one stored, the
+        schedule already there for each refused. A conditional batch applies all or
+        nothing; when it is refused it names the keys already taken, and the rest go
+        again."""
+        answers: dict[str, Schedule | None] = {}
+        pending = chunk
+        while pending:
+            params = [rows.insert_schedule_params(s) for s in pending]
+            if len(pending) == 1:
+                page, _ = await self._cas(self._st.insert_schedule, params[0])
+            else:
+                page, _ = await self._cas_batch(self._st.insert_schedule, params)
+            if page.rows[0]["[applied]"]:
+                answers.update((s.key, None) for s in pending)
+                break
+            # The refusal's rows are the rows that exist (a single statement's: just its
+            # own `id`); one whose id is null is a progress write for a schedule never
+            # created (rows.is_schedule): free.
+            taken = {r.get("key", pending[0].key) for r in page.rows if r.get("id") is not None}
+            if not taken:
+                raise StoreUnavailable("a conditional batch of creates was refused; retry")
+            for s in pending:
+                if s.key in taken:
+                    answers[s.key] = await self._winner(s)
+            pending = [s for s in pending if s.key not in taken]
+        return [answers[s.key] for s in chunk]
+
+    async def _winner(self, s: Schedule) -> Schedule | None:
+        """After `s`'s create was refused: the schedule stored under its key, read
+        linearizably, or None if it is `s` itself (a repeat of a write whose first try
+        did apply: each create has its own id)."""
         winner = await self._schedule_serial(s.tenant, s.key)
         if winner is None:
             raise StoreUnavailable(f"schedule {s.tenant}/{s.key} changed during insert; retry")
-        # A repeat of a write whose first try did apply finds this very schedule (each
-        # create has its own id).
         return None if winner.id == s.id else winner
 
     async def _schedule_serial(self, tenant: str, key: str) -> Schedule | None:
-        row = await self._serial_first(self._st.select_schedule, (tenant, key))
+        row = await self._serial_first(self._st.select_schedule, rows.schedule_key(tenant, key))
         return rows.schedule(row) if rows.is_schedule(row) else None
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
@@ -463,13 +509,13 @@ class CassandraStore:
                 (
                     bridge.fetch(
                         self._session,
-                        self._st.list_index,
+                        self._st.list_part_keys,
                         (tenant, part, after, need),
                         max_rows=need,
                     )
-                    for part in range(rows.INDEX_PARTS)
+                    for part in range(rows.SCHEDULE_PARTS)
                 ),
-                rows.INDEX_PARTS,
+                rows.SCHEDULE_PARTS,
             )
             keys = list(
                 itertools.islice(heapq.merge(*([r["key"] for r in part] for part in parts)), need)
@@ -477,10 +523,9 @@ class CassandraStore:
             if not keys:
                 break
             fetched = await bridge.gather_bounded(
-                (bridge.first(self._session, self._st.select_schedule, (tenant, k)) for k in keys),
-                _MAX_IN_FLIGHT,
+                (self._schedule_reads.get(tenant, k) for k in keys), _MAX_IN_FLIGHT
             )
-            # An index entry without its schedule (a crash mid-insert) is skipped.
+            # A row without an id (progress of a schedule never created) is skipped.
             found += [rows.schedule(r) for r in fetched if rows.is_schedule(r)]
             if len(keys) < need:
                 break
@@ -488,8 +533,11 @@ class CassandraStore:
         return found
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
-        changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE + SCHEDULES.key)
-        page, repeated = await self._cas(self._st.replace_schedule, (*changed, expected_version))
+        changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE)
+        where = rows.schedule_key(schedule.tenant, schedule.key)
+        page, repeated = await self._cas(
+            self._st.replace_schedule, (*changed, *where, expected_version)
+        )
         if page.rows[0]["[applied]"]:
             return True
         if not repeated:
@@ -498,16 +546,17 @@ class CassandraStore:
         stored = await self._schedule_serial(schedule.tenant, schedule.key)
         if stored is None:
             return False
-        return SCHEDULES.pick(SCHEDULES.encode(stored), SCHEDULE_CHANGE + SCHEDULES.key) == changed
+        return SCHEDULES.pick(SCHEDULES.encode(stored), SCHEDULE_CHANGE) == changed
 
     async def record_firing(self, record: FiringRecord) -> None:
         e = record.execution
         progress = progress_values(record.progress)
         writes: list[Statement] = [(self._st.record_execution, EXECUTIONS.encode(e))]
+        where = rows.schedule_key(e.tenant, e.schedule_key)
         if record.completes_version is None:
-            writes.append((self._st.record_progress, (*progress, e.tenant, e.schedule_key)))
+            writes.append((self._st.record_progress, (*progress, *where)))
         else:
-            last = (record.completes_version, record.completed_ms, e.tenant, e.schedule_key)
+            last = (record.completes_version, record.completed_ms, *where)
             writes.append((self._st.record_last_progress, (*progress, *last)))
         if record.dead_letter is not None:
             letter = record.dead_letter
@@ -819,6 +868,22 @@ class CassandraStore:
         condition no longer holds): callers whose write could be that one check for it."""
         return await _until_known(lambda: self._run(statement, params, profile=PROFILE_LWT))
 
+    async def _cas_batch(
+        self, statement: Any, params: Sequence[Sequence[Any]]
+    ) -> tuple[bridge.Page, bool]:
+        """Compare-and-set writes into one partition as one conditional batch (one Paxos
+        round), sent again while its outcome is unknown, as `_cas`."""
+
+        def batch() -> BatchStatement:
+            b = BatchStatement(batch_type=BatchType.UNLOGGED)
+            for p in params:
+                b.add(statement, p)
+            return b
+
+        return await _until_known(
+            lambda: bridge.execute(self._session, batch(), profile=PROFILE_LWT)
+        )
+
     async def _serial_first(self, statement: Any, params: Sequence[Any]) -> rows.Row | None:
         """A linearizable read of one row. It runs a Paxos round too (completing any
         proposal in flight), which can end "result unknown" under contention: it is
@@ -851,6 +916,21 @@ def _next_window(window: int, got: int, still_needed: int) -> int:
     if got == 0 or still_needed <= 0:
         return grown
     return max(1, min(grown, math.ceil(still_needed * window / got)))
+
+
+def _cas_chunks(schedules: list[Schedule]) -> list[list[Schedule]]:
+    """Conditional batches of at most _CAS_BATCH_ROWS schedules and DEFAULT_MAX_BYTES
+    of values (Cassandra warns at 5 KiB and refuses 50 KiB); a larger one alone."""
+    chunks: list[list[Schedule]] = []
+    size = 0
+    for s in schedules:
+        n = counted_size(rows.insert_schedule_params(s))
+        if not chunks or len(chunks[-1]) >= _CAS_BATCH_ROWS or size + n > DEFAULT_MAX_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(s)
+        size += n
+    return chunks
 
 
 def _chunks(values: list[T], size: int) -> list[list[T]]:
