@@ -475,9 +475,9 @@ class CassandraStore:
             taken = {r.get("key", pending[0].key) for r in page.rows if r.get("id") is not None}
             if not taken:
                 raise StoreUnavailable("a conditional batch of creates was refused; retry")
-            for s in pending:
-                if s.key in taken:
-                    answers[s.key] = await self._winner(s)
+            refused = [s for s in pending if s.key in taken]
+            winners = await bridge.gather_bounded(map(self._winner, refused), _MAX_IN_FLIGHT)
+            answers.update((s.key, w) for s, w in zip(refused, winners, strict=True))
             pending = [s for s in pending if s.key not in taken]
         return [answers[s.key] for s in chunk]
 
