@@ -37,6 +37,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from clockwork_svc.errors import ClockworkError, Unavailable
+from clockwork_svc.storage.cassandra import rows
 from e2e import loopback_cut
 from e2e.checker import Window
 from e2e.cluster import Cluster as ClockworkCluster
@@ -109,7 +110,8 @@ def _keys_on_node(
         found = set()
         for key in keys:
             row = session.execute(
-                "SELECT id FROM schedules WHERE tenant = %s AND key = %s", (tenant, key)
+                "SELECT id FROM schedules_by_part WHERE tenant = %s AND part = %s AND key = %s",
+                rows.schedule_key(tenant, key),
             ).one()
             if row is not None and row.id is not None:
                 found.add(key)
