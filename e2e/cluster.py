@@ -246,7 +246,7 @@ class Cluster:
         """Stop every process, then drop the cluster's keyspace. Every run makes a new
         one; kept, they would pile up over many benchmark and test runs until the
         harness's Cassandra (1 GiB heap) runs out of heap."""
-        await _terminate([*self.workers, *self.other_apis, *([self.api] if self.api else [])])
+        await _terminate(self._processes())
         if len(self.cassandra.contact_points) > 1:
             await _settle_replicas(self.cassandra, SETTLE_TIMEOUT_S)
         try:
@@ -257,8 +257,13 @@ class Cluster:
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 
     def logs(self, tail_chars: int = 3000) -> str:
-        procs = [*self.workers, *self.other_apis, *([self.api] if self.api else [])]
-        return "\n".join(f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in procs)
+        return "\n".join(
+            f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in self._processes()
+        )
+
+    def _processes(self) -> list[ClockworkProcess]:
+        """Every process started: workers and apis."""
+        return [*self.workers, *self.other_apis, *([self.api] if self.api else [])]
 
 
 async def _terminate(procs: Sequence[ClockworkProcess]) -> None:

@@ -42,6 +42,7 @@ from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.cassandra import bridge, connecting
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SCHEMA
 from clockwork_svc.storage.cassandra.rows import schedule_part
+from clockwork_svc.storage.columns import markers
 
 if TYPE_CHECKING:
     from clockwork_svc.settings import CassandraTlsSettings
@@ -346,6 +347,8 @@ async def migrate(
         await connecting.shutdown(cluster)
 
 
+# The columns of `schedules` as migration 8 found them: spelled out, not taken from
+# `columns.SCHEDULES`, which follows the current schema.
 _COPIED_COLUMNS = (
     "tenant, key, id, spec, payload, state, version, created_ms, updated_ms, shard, "
     "next_fire_ms, last_fire_ms, last_outcome, fired_count, completed_version, completed_ms"
@@ -360,7 +363,7 @@ async def _copy_schedules(session: Any, keyspace: str) -> None:
     insert = await asyncio.to_thread(
         session.prepare,
         f"INSERT INTO {keyspace}.schedules_by_part (part, {_COPIED_COLUMNS}) "
-        f"VALUES (?, {', '.join('?' * (_COPIED_COLUMNS.count(',') + 1))})",
+        f"VALUES ({markers(_COPIED_COLUMNS.count(',') + 2)})",
     )
     copied = 0
     async for page in bridge.pages(

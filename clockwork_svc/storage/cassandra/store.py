@@ -15,6 +15,7 @@ import itertools
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -431,41 +432,41 @@ class CassandraStore:
 
     async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
         # The schedules of one partition go as conditional batches: one Paxos round for
-        # the lot. A key given twice is two racing creates: its second schedule waits
-        # for a later round (in one batch both conditions would hold).
-        rounds: dict[int, list[list[Schedule]]] = {}
+        # the lot. A key given twice is two racing creates: its n-th schedule goes in
+        # the partition's n-th round (in one batch both conditions would hold).
+        rounds: dict[int, list[list[_Insert]]] = {}
+        seen: Counter[str] = Counter()
         for s in schedules:
             layers = rounds.setdefault(rows.schedule_part(s.key), [])
-            for layer in layers:
-                if all(other.key != s.key for other in layer):
-                    layer.append(s)
-                    break
-            else:
-                layers.append([s])
+            if seen[s.key] == len(layers):
+                layers.append([])
+            layers[seen[s.key]].append(_Insert(s, rows.insert_schedule_params(s)))
+            seen[s.key] += 1
         answers: dict[int, Schedule | None] = {}
 
-        async def insert_part(layers: list[list[Schedule]]) -> None:
+        async def insert_part(layers: list[list[_Insert]]) -> None:
             for layer in layers:
                 for chunk in _cas_chunks(layer):
-                    for s, answer in zip(chunk, await self._insert_chunk(chunk), strict=True):
-                        answers[id(s)] = answer
+                    for i, answer in zip(chunk, await self._insert_chunk(chunk), strict=True):
+                        answers[id(i.schedule)] = answer
 
         await bridge.gather_bounded(map(insert_part, rounds.values()), _MAX_IN_FLIGHT)
         return [answers[id(s)] for s in schedules]
 
-    async def _insert_chunk(self, chunk: list[Schedule]) -> list[Schedule | None]:
+    async def _insert_chunk(self, chunk: list[_Insert]) -> list[Schedule | None]:
         """Schedules of distinct keys in one partition: None for each one stored, the
         schedule already there for each refused. A conditional batch applies all or
         nothing; when it is refused it names the keys already taken, and the rest go
         again."""
         answers: dict[str, Schedule | None] = {}
-        pending = chunk
+        pending = [i.schedule for i in chunk]
+        params = {i.schedule.key: i.params for i in chunk}
         while pending:
-            params = [rows.insert_schedule_params(s) for s in pending]
             if len(pending) == 1:
-                page, _ = await self._cas(self._st.insert_schedule, params[0])
+                page, _ = await self._cas(self._st.insert_schedule, params[pending[0].key])
             else:
-                page, _ = await self._cas_batch(self._st.insert_schedule, params)
+                sent = [params[s.key] for s in pending]
+                page, _ = await self._cas_batch(self._st.insert_schedule, sent)
             if page.rows[0]["[applied]"]:
                 answers.update((s.key, None) for s in pending)
                 break
@@ -479,7 +480,7 @@ class CassandraStore:
             winners = await bridge.gather_bounded(map(self._winner, refused), _MAX_IN_FLIGHT)
             answers.update((s.key, w) for s, w in zip(refused, winners, strict=True))
             pending = [s for s in pending if s.key not in taken]
-        return [answers[s.key] for s in chunk]
+        return [answers[i.schedule.key] for i in chunk]
 
     async def _winner(self, s: Schedule) -> Schedule | None:
         """After `s`'s create was refused: the schedule stored under its key, read
@@ -918,17 +919,25 @@ def _next_window(window: int, got: int, still_needed: int) -> int:
     return max(1, min(grown, math.ceil(still_needed * window / got)))
 
 
-def _cas_chunks(schedules: list[Schedule]) -> list[list[Schedule]]:
+@dataclass(frozen=True, slots=True)
+class _Insert:
+    """A schedule to create, and the parameters of its compare-and-set."""
+
+    schedule: Schedule
+    params: tuple[Any, ...]
+
+
+def _cas_chunks(inserts: list[_Insert]) -> list[list[_Insert]]:
     """Conditional batches of at most _CAS_BATCH_ROWS schedules and DEFAULT_MAX_BYTES
     of values (Cassandra warns at 5 KiB and refuses 50 KiB); a larger one alone."""
-    chunks: list[list[Schedule]] = []
+    chunks: list[list[_Insert]] = []
     size = 0
-    for s in schedules:
-        n = counted_size(rows.insert_schedule_params(s))
+    for i in inserts:
+        n = counted_size(i.params)
         if not chunks or len(chunks[-1]) >= _CAS_BATCH_ROWS or size + n > DEFAULT_MAX_BYTES:
             chunks.append([])
             size = 0
-        chunks[-1].append(s)
+        chunks[-1].append(i)
         size += n
     return chunks
 
