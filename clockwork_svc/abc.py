@@ -20,6 +20,7 @@ from clockwork_svc.domain.model import (
     FiringRecord,
     Schedule,
     ShardCursor,
+    TriggerRequest,
 )
 from clockwork_svc.domain.spec import Target
 from clockwork_svc.domain.tenant import Tenant
@@ -195,6 +196,14 @@ class Store(Protocol):
     async def mark_redriven(self, letter: DeadLetter, redriven_ms: int) -> None: ...
 
     # --- executions ----------------------------------------------------------------
+
+    async def claim_trigger(self, request: TriggerRequest) -> TriggerRequest:
+        """Store a trigger-now request id with its firing, unless that (tenant, key,
+        request id) is stored already and younger than TRIGGER_REQUEST_TTL_MS: returns
+        the stored request (this one when it was not)."""
+
+    async def confirm_trigger(self, request: TriggerRequest) -> None:
+        """Record that the request's firing is written."""
 
     async def list_executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int

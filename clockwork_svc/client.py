@@ -48,8 +48,16 @@ from clockwork_svc.api.v1.model import (
     TenantInfo,
     TokenIssued,
 )
+from clockwork_svc.domain import triggers
 from clockwork_svc.domain.load import ClusterLoad
-from clockwork_svc.domain.model import Created, Execution, RedriveResult, Schedule
+from clockwork_svc.domain.model import (
+    Created,
+    Execution,
+    RedriveResult,
+    Schedule,
+    ScheduleDetail,
+    Triggered,
+)
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.errors import ClockworkError
@@ -188,8 +196,37 @@ class ClockworkClient:
         return convert.batch_from_pb(await self._unary(self._stub.BatchCreateSchedules, request))
 
     async def get(self, key: str) -> Schedule:
-        request = pb.GetScheduleRequest(key=key)
+        request = pb.GetScheduleRequest(key=key, upcoming_count=0, execution_count=0)
         return convert.schedule_from_pb(await self._unary(self._stub.GetSchedule, request))
+
+    async def describe(self, key: str, upcoming: int = 10, executions: int = 10) -> ScheduleDetail:
+        """The schedule with its next `upcoming` occurrence times and its latest
+        `executions` (each 0-100)."""
+        request = pb.GetScheduleRequest(
+            key=key, upcoming_count=upcoming, execution_count=executions
+        )
+        return convert.detail_from_pb(await self._unary(self._stub.GetSchedule, request))
+
+    async def preview(
+        self, trigger: triggers.Trigger, count: int = 10, from_ms: int | None = None
+    ) -> list[int]:
+        """The occurrence times a schedule with this trigger would have if created at
+        `from_ms` (default: now on the server), without creating it."""
+        request = pb.PreviewScheduleRequest(count=count)
+        convert.trigger_to_pb(trigger, request)
+        if from_ms is not None:
+            getattr(request, "from").CopyFrom(convert.ms_to_ts(from_ms))
+        return convert.preview_from_pb(await self._unary(self._stub.PreviewSchedule, request))
+
+    async def trigger(
+        self, key: str, payload: bytes | None = None, request_id: str = ""
+    ) -> Triggered:
+        """Run one occurrence now, outside the timetable, with `payload` instead of the
+        schedule's if given. With a `request_id`, repeating the call fires nothing more."""
+        request = pb.TriggerScheduleRequest(key=key, request_id=request_id)
+        if payload is not None:
+            request.payload = payload
+        return convert.triggered_from_pb(await self._unary(self._stub.TriggerSchedule, request))
 
     async def list(self, page_size: int = 100, page_token: str = "") -> Page[Schedule]:
         request = pb.ListSchedulesRequest(page_size=page_size, page_token=page_token)

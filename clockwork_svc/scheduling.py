@@ -18,14 +18,17 @@ from urllib.parse import urlsplit
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.create_batching import CreateBatcher
-from clockwork_svc.domain import planning
+from clockwork_svc.domain import planning, triggers
 from clockwork_svc.domain.model import (
     ClusterLayout,
     Created,
     Execution,
     Firing,
     Schedule,
+    ScheduleDetail,
     ScheduleState,
+    Triggered,
+    TriggerRequest,
 )
 from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
 from clockwork_svc.domain.spec import (
@@ -42,9 +45,16 @@ from clockwork_svc.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    StoreUnavailable,
 )
 
 MAX_BATCH = 1000
+# A trigger-now whose firing is not found this long after its request id was stored is
+# taken for a call that failed before writing it, and written by the repeat.
+TRIGGER_SETTLE_MS = 10_000
+# How many upcoming times and latest executions a describe or a preview answers with.
+DEFAULT_LISTED = 10
+MAX_LISTED = 100
 _CAS_ATTEMPTS = 5
 
 
@@ -183,6 +193,38 @@ class Scheduling:
             raise NotFound(f"no schedule {key!r}")
         return schedule
 
+    async def describe(
+        self,
+        tenant: str,
+        key: str,
+        upcoming: int = DEFAULT_LISTED,
+        executions: int = DEFAULT_LISTED,
+    ) -> ScheduleDetail:
+        """The schedule, its next `upcoming` occurrence times and its latest
+        `executions` (each 0-100; 0 skips the work)."""
+        _check_listed(upcoming, "upcoming_count")
+        _check_listed(executions, "execution_count")
+        schedule = await self.get(tenant, key)
+        recent: list[Execution] = []
+        if executions:
+            recent = await self._store.list_executions(tenant, key, None, executions)
+        times = planning.upcoming(schedule, self._clock.now_ms(), upcoming)
+        return ScheduleDetail(schedule, tuple(times), tuple(recent))
+
+    def preview(
+        self, trigger: triggers.Trigger, from_ms: int | None, count: int = DEFAULT_LISTED
+    ) -> list[int]:
+        """The occurrence times of a schedule with this trigger created at `from_ms`
+        (default now), without creating it."""
+        _check_listed(count, "count", minimum=1)
+        try:
+            triggers.validate(trigger)
+        except triggers.TriggerError as exc:
+            raise InvalidArgument(exc.field, exc.message) from exc
+        return planning.preview(
+            trigger, self._clock.now_ms() if from_ms is None else from_ms, count
+        )
+
     async def list_schedules(
         self, tenant: str, after_key: str | None, limit: int
     ) -> list[Schedule]:
@@ -271,6 +313,68 @@ class Scheduling:
             await asyncio.sleep(self._read_ahead_s)
         return changed
 
+    # --- trigger now -------------------------------------------------------------------
+
+    async def trigger(
+        self, tenant: str, key: str, payload: bytes | None = None, request_id: str = ""
+    ) -> Triggered:
+        """Run one occurrence now, outside the timetable; with a request id, a repeat
+        of the call answers with the first call's run instead of firing again."""
+        validate_key(key)
+        if request_id:
+            validate_key(request_id, "request_id")
+        if payload is not None and len(payload) > self._limits.max_payload_bytes:
+            raise InvalidArgument(
+                "payload",
+                f"is {len(payload)} bytes; the limit is {self._limits.max_payload_bytes}",
+            )
+        schedule = await self.get(tenant, key)
+        if schedule.state is ScheduleState.CANCELLED:
+            raise FailedPrecondition(f"schedule {key!r} is cancelled; it cannot be triggered")
+        now = self._clock.now_ms()
+        firing = planning.triggered_firing(schedule, now, payload)
+        if not request_id:
+            await self._put(firing)
+            return Triggered(firing.delivery_id, firing.firing_id, firing.fire_at_ms, True)
+        claim = TriggerRequest(
+            tenant,
+            key,
+            request_id,
+            firing.shard,
+            firing.fire_at_ms,
+            firing.firing_id,
+            firing.delivery_id,
+            firing.version,
+            now,
+        )
+        stored = await self._store.claim_trigger(claim)
+        if stored == claim:
+            await self._put(firing)
+            await self._store.confirm_trigger(claim)
+            return Triggered(firing.delivery_id, firing.firing_id, firing.fire_at_ms, True)
+        if not stored.written:
+            await self._write_claimed(schedule, stored, payload, now)
+        return Triggered(stored.delivery_id, stored.firing_id, stored.fire_at_ms, False)
+
+    async def _write_claimed(
+        self, schedule: Schedule, stored: TriggerRequest, payload: bytes | None, now: int
+    ) -> None:
+        """An earlier call stored the request id but did not confirm its firing: it
+        failed before or after writing it, or is still at it."""
+        if await self._store.get_firing(stored.shard, stored.fire_at_ms, stored.firing_id):
+            await self._store.confirm_trigger(stored)
+            return
+        if now - stored.created_ms < TRIGGER_SETTLE_MS:
+            raise StoreUnavailable(
+                f"request_id {stored.request_id!r}: the first call is still running; retry"
+            )
+        # Its firing was never written: write it now (not behind the shard's cursor).
+        at_version = dataclasses.replace(schedule, version=stored.version)
+        firing = planning.triggered_firing(at_version, stored.fire_at_ms, payload)
+        if firing.firing_id == stored.firing_id:  # else: for a schedule since deleted
+            await self._put(dataclasses.replace(firing, fire_at_ms=now))
+        await self._store.confirm_trigger(stored)
+
     async def _ensure_armed(self, schedule: Schedule) -> None:
         """Write the version's first firing if an earlier call failed before writing it."""
         if schedule.state is not ScheduleState.ACTIVE:
@@ -290,3 +394,8 @@ class Scheduling:
         await self._store.put_firings(firings)
         for firing in firings:
             self._on_new_firing(firing)
+
+
+def _check_listed(value: int, field: str, minimum: int = 0) -> None:
+    if not minimum <= value <= MAX_LISTED:
+        raise InvalidArgument(field, f"must be between {minimum} and {MAX_LISTED}")

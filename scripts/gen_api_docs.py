@@ -91,6 +91,22 @@ def render() -> str:
         '                                   "retryableStatusCodes": ["UNAVAILABLE"]}}]}',
         "```",
         "",
+        "## Schedule operations compared with Temporal's",
+        "",
+        "`GetSchedule` answers with the next occurrence times (`upcoming_fire_times`, as",
+        "Temporal's `DescribeSchedule` gives `future_action_times`) and the latest executions;",
+        "`PreviewSchedule` computes the times of a trigger without creating anything (Temporal",
+        "has no dry run). `TriggerSchedule` is Temporal's `TriggerImmediately`, with three",
+        "differences. It takes an optional payload for that run. It is idempotent on a",
+        "client-given `request_id` (kept 24 hours), so a retried call fires once. And it has",
+        "no overlap policy of its own: every triggered run is sent, as under Temporal's",
+        "`ALLOW_ALL`. As in Temporal, a paused schedule can be triggered and a triggered run",
+        "does not move the timetable: it does not count towards `fired_count` or a trigger's",
+        "`count`, and it leaves `next_fire_time` where it was. Unlike an occurrence, a",
+        "pending triggered run is not superseded by a pause or an update, only by a cancel.",
+        "A redrive of a triggered run's dead letter sends its payload again, with the same",
+        "delivery id; like every redrive, it is skipped while the schedule is paused.",
+        "",
     ]
     for file in _descriptors().file:
         comments = _comments(file)

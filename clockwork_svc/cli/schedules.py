@@ -6,8 +6,10 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 from google.protobuf import json_format
@@ -18,7 +20,7 @@ from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Schedule
+from clockwork_svc.domain.model import Execution, Schedule
 from clockwork_svc.domain.spec import (
     DEFAULT_METHOD,
     HttpTarget,
@@ -276,10 +278,109 @@ def update(
 
 @schedule.command("get")
 @click.argument("key")
+@click.option(
+    "--upcoming",
+    type=click.IntRange(0, 100),
+    default=10,
+    show_default=True,
+    help="How many next occurrence times to show.",
+)
+@click.option(
+    "--executions",
+    "execution_count",
+    type=click.IntRange(0, 100),
+    default=10,
+    show_default=True,
+    help="How many of the latest executions to show.",
+)
 @client_options
-def get(key: str, client: ClientSettings, as_json: bool) -> None:
-    """Show one schedule."""
-    _print_schedule(run_client(lambda c: c.get(key), client), as_json)
+def get(
+    key: str, upcoming: int, execution_count: int, client: ClientSettings, as_json: bool
+) -> None:
+    """Show one schedule, its next occurrence times and its latest executions."""
+    detail = run_client(lambda c: c.describe(key, upcoming, execution_count), client)
+    if as_json:
+        print_json(convert.detail_to_pb(detail))
+        return
+    _print_schedule(detail.schedule, False)
+    click.echo(f"  {triggers.describe(detail.schedule.spec.trigger)}")
+    if upcoming:
+        click.echo("upcoming:" if detail.upcoming_ms else "upcoming: none")
+        zone = _zone_of(detail.schedule.spec.trigger)
+        for ms in detail.upcoming_ms:
+            click.echo(f"  {_local(ms, zone)}")
+    if execution_count:
+        click.echo("recent executions:" if detail.recent else "recent executions: none")
+        for e in detail.recent:
+            click.echo(f"  {_execution_line(e)}")
+
+
+@schedule.command("preview")
+@click.option("--at", help="Once at this ISO 8601 time (UTC if no offset).")
+@click.option("--in", "in_", help="Once after this duration (e.g. 30s).")
+@click.option("--every", help="At this interval (e.g. 1s, 5m).")
+@click.option("--cron", help="On this 5-field cron expression.")
+@click.option("--tz", help="IANA time zone for --cron (default UTC).")
+@click.option(
+    "--count",
+    type=click.IntRange(1, 100),
+    default=10,
+    show_default=True,
+    help="How many occurrence times to show.",
+)
+@click.option("--from", "from_", help="Preview from this ISO 8601 time instead of now.")
+@client_options
+def preview(
+    at: str | None,
+    in_: str | None,
+    every: str | None,
+    cron: str | None,
+    tz: str | None,
+    count: int,
+    from_: str | None,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
+    """Show the times a trigger would fire, without creating a schedule (a dry run
+    of a cron expression in its time zone, across DST changes)."""
+    trigger = _trigger(at, in_, every, cron, tz, None)
+    from_ms = time_ms(from_, "--from") if from_ else None
+    times = run_client(lambda c: c.preview(trigger, count, from_ms), client)
+    if as_json:
+        print_json(convert.preview_to_pb(times, triggers.describe(trigger)))
+        return
+    click.echo(triggers.describe(trigger))
+    zone = _zone_of(trigger)
+    for ms in times:
+        click.echo(f"  {_local(ms, zone)}")
+    if not times:
+        click.echo("  (no occurrence)")
+
+
+def _zone_of(trigger: triggers.Trigger) -> ZoneInfo | None:
+    """The zone a cron trigger's times read best in (None: UTC is enough)."""
+    if isinstance(trigger, triggers.CronTrigger) and trigger.timezone != "UTC":
+        try:
+            return ZoneInfo(trigger.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            return None
+    return None
+
+
+def _local(ms: int, zone: ZoneInfo | None) -> str:
+    """A time in UTC, and in `zone` with its offset (which tells DST apart)."""
+    if zone is None:
+        return iso(ms)
+    local = datetime.fromtimestamp(ms / 1000, tz=zone)
+    return f"{iso(ms)}  {local.isoformat(sep=' ')} {local.tzname()}"
+
+
+def _execution_line(e: Execution) -> str:
+    return (
+        f"{_time(e.started_ms)}  {e.outcome.name}  attempt={e.attempt}  "
+        f"status={e.status_code or '-'}  due={_time(e.due_ms)}  "
+        f"id={e.delivery_id}  {e.error}"
+    )
 
 
 @schedule.command("list")
@@ -310,6 +411,28 @@ def _state_command(name: str, doc: str) -> None:
         _print_schedule(run_client(call, client), as_json)
 
 
+@schedule.command("trigger")
+@click.argument("key")
+@click.option("--payload", default=None, help="Send this body instead of the schedule's.")
+@click.option(
+    "--request-id",
+    default="",
+    help="Makes a repeated call fire nothing more (kept 24 hours).",
+)
+@client_options
+def trigger(
+    key: str, payload: str | None, request_id: str, client: ClientSettings, as_json: bool
+) -> None:
+    """Run one occurrence now, outside the timetable (which it does not shift)."""
+    body = payload.encode() if payload is not None else None
+    result = run_client(lambda c: c.trigger(key, body, request_id), client)
+    if as_json:
+        print_json(convert.triggered_to_pb(result))
+        return
+    verb = "triggered" if result.triggered else "already triggered"
+    click.echo(f"{verb}: {key}  due={iso(result.due_ms)}  id={result.delivery_id}")
+
+
 _state_command("pause", "Stop firing until resumed.")
 _state_command("resume", "Resume a paused schedule from its next occurrence.")
 _state_command("cancel", "Cancel a schedule for good.")
@@ -334,10 +457,6 @@ def list_executions(
         print_json(convert.execution_page_to_pb(page))
         return
     for e in page.items:
-        click.echo(
-            f"{_time(e.started_ms)}  {e.outcome.name}  attempt={e.attempt}  "
-            f"status={e.status_code or '-'}  due={_time(e.due_ms)}  "
-            f"id={e.delivery_id}  {e.error}"
-        )
+        click.echo(_execution_line(e))
     if page.next_page_token:
         click.echo(f"next page: --page-token {page.next_page_token}")

@@ -28,20 +28,30 @@ def bucket_of(fire_at_ms: int, bucket_ms: int) -> int:
 
 
 def firing_id(
-    schedule_id: str, version: int, occurrence_ms: int, attempt: int, redrive: int = 0
+    schedule_id: str,
+    version: int,
+    occurrence_ms: int,
+    attempt: int,
+    redrive: int = 0,
+    triggered: bool = False,
 ) -> str:
+    if triggered:
+        return _digest(schedule_id, version, occurrence_ms, attempt, "trigger", redrive).hex()
     if redrive:
         return _digest(schedule_id, version, occurrence_ms, attempt, "redrive", redrive).hex()
     return _digest(schedule_id, version, occurrence_ms, attempt).hex()
 
 
-def delivery_id(schedule_id: str, occurrence_ms: int) -> str:
+def delivery_id(schedule_id: str, occurrence_ms: int, triggered: bool = False) -> str:
     """The id receivers deduplicate on (the `webhook-id` header).
 
     The same for every attempt of one occurrence, and for an occurrence rewritten
     after a pause or an update, so a receiver never sees one occurrence twice
-    under different ids.
+    under different ids. A triggered run (trigger-now) has one of its own, never an
+    occurrence's even at the same millisecond.
     """
+    if triggered:
+        return "msg_" + _digest(schedule_id, occurrence_ms, "trigger", size=12).hex()
     return "msg_" + _digest(schedule_id, occurrence_ms, size=12).hex()
 
 

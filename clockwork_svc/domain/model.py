@@ -52,6 +52,16 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleDetail:
+    """A schedule with its future and its past: the nominal times of its next
+    occurrences (`planning.upcoming`) and its latest executions, newest first."""
+
+    schedule: Schedule
+    upcoming_ms: tuple[int, ...] = ()
+    recent: tuple[Execution, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Created:
     """The answer to a create: the schedule, and whether this call created it (False:
     it existed already with the same spec)."""
@@ -97,6 +107,8 @@ class Firing:
     # The schedule's ordering key (denormalised so the worker can sequence firings
     # before reading their schedules); "" when the schedule has none.
     ordering_key: str = ""
+    # Sent instead of the schedule's payload (a trigger-now with its own payload).
+    payload: bytes | None = None
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -153,10 +165,45 @@ class DeadLetter:
     last_status: int = 0
     last_error: str = ""
     redriven_ms: int | None = None
+    # The firing's own payload, when it had one (a trigger-now's): a redrive sends it.
+    payload: bytes | None = None
 
     @property
     def sort_key(self) -> tuple[int, str]:
         return (self.dead_ms, self.firing_id)
+
+
+TRIGGER_REQUEST_TTL_MS = 86_400_000
+"""How long a trigger-now request id is remembered (a repeat within it fires nothing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerRequest:
+    """A trigger-now call with a client's request id, and the firing it wrote: a repeat
+    of the id finds it (`Store.claim_trigger`) instead of firing again."""
+
+    tenant: str
+    key: str
+    request_id: str
+    shard: int
+    fire_at_ms: int
+    firing_id: str
+    delivery_id: str
+    version: int
+    created_ms: int
+    # Its firing is known to be written.
+    written: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """What a trigger-now did: the run it started, or (`triggered` False) the run an
+    earlier call with the same request id started."""
+
+    delivery_id: str
+    firing_id: str
+    due_ms: int
+    triggered: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,15 @@ def routing_key(key: str, spec: ScheduleSpec) -> str:
     return spec.ordering_key or key
 
 
+TRIGGERED_SEQ = -1
+"""The `seq` of a triggered run (trigger-now): outside the timetable, it has no place
+in the schedule's sequence of occurrences."""
+
+
+def is_triggered(firing: Firing) -> bool:
+    return firing.seq == TRIGGERED_SEQ
+
+
 def make_firing(
     schedule: Schedule,
     seq: int,
@@ -59,12 +68,14 @@ def make_firing(
     attempt: int,
     fire_at_ms: int,
     redrive: int = 0,
+    payload: bytes | None = None,
 ) -> Firing:
+    triggered = seq == TRIGGERED_SEQ
     return Firing(
         shard=schedule.shard,
         fire_at_ms=fire_at_ms,
         firing_id=identity.firing_id(
-            schedule.id, schedule.version, occurrence_ms, attempt, redrive
+            schedule.id, schedule.version, occurrence_ms, attempt, redrive, triggered
         ),
         tenant=schedule.tenant,
         schedule_key=schedule.key,
@@ -73,10 +84,17 @@ def make_firing(
         seq=seq,
         occurrence_ms=occurrence_ms,
         attempt=attempt,
-        delivery_id=identity.delivery_id(schedule.id, occurrence_ms),
+        delivery_id=identity.delivery_id(schedule.id, occurrence_ms, triggered),
         redrive=redrive,
         ordering_key=schedule.spec.ordering_key,
+        payload=payload,
     )
+
+
+def triggered_firing(schedule: Schedule, now_ms: int, payload: bytes | None) -> Firing:
+    """A run of the schedule now, outside its timetable (trigger-now): its first
+    attempt, due now, its occurrence time the trigger's."""
+    return make_firing(schedule, TRIGGERED_SEQ, now_ms, 1, now_ms, payload=payload)
 
 
 def occurrence_firing(schedule: Schedule, seq: int, occurrence_ms: int, now_ms: int) -> Firing:
@@ -132,6 +150,29 @@ def arm(schedule: Schedule, now_ms: int) -> tuple[Schedule, Firing | None]:
     return dataclasses.replace(schedule, next_fire_ms=firing.fire_at_ms), firing
 
 
+def upcoming(schedule: Schedule, now_ms: int, limit: int) -> list[int]:
+    """The nominal times (before jitter) of the schedule's next `limit` occurrences:
+    the pending one first, even when it is overdue. Empty unless the schedule is
+    active; short when its trigger runs out (count or end)."""
+    if schedule.state is not ScheduleState.ACTIVE or limit <= 0:
+        return []
+    trigger = effective_trigger(schedule)
+    if isinstance(trigger, triggers.OnceTrigger):
+        return [] if schedule.fired_count else [trigger.at_ms]
+    start = now_ms
+    if schedule.next_fire_ms is not None:
+        # The pending firing is due at its occurrence plus a jitter offset (or later,
+        # when it was written behind its time): look back by the jitter to find it.
+        start = min(now_ms, schedule.next_fire_ms - schedule.spec.jitter_ms)
+    return triggers.upcoming(trigger, start, limit)
+
+
+def preview(trigger: triggers.Trigger, from_ms: int, limit: int) -> list[int]:
+    """The occurrence times a new schedule with this trigger would have if it were
+    created at `from_ms` (a dry run of the trigger)."""
+    return triggers.upcoming(triggers.normalize(trigger, from_ms), from_ms, limit)
+
+
 class Action(enum.Enum):
     DELIVER = "deliver"
     EXPIRE = "expire"
@@ -152,7 +193,15 @@ def is_current(schedule: Schedule | None, firing: Firing) -> bool:
 
     A redriven dead letter was asked for explicitly after the fact, so a later change
     of the schedule's spec (version) does not supersede it; a cancellation or pause does.
+    A triggered run was asked for explicitly too, on a schedule in any state but
+    cancelled: only a cancellation (or the schedule's deletion) supersedes it.
     """
+    if is_triggered(firing):
+        return (
+            schedule is not None
+            and schedule.id == firing.schedule_id
+            and schedule.state is not ScheduleState.CANCELLED
+        )
     return (
         schedule is not None
         and schedule.id == firing.schedule_id
@@ -178,7 +227,7 @@ def plan_dispatch(
     # Time held on purpose (the tenant was sidelined) does not count as lateness.
     late_by = now_ms - held_ms - firing.fire_at_ms
     action = Action.EXPIRE if late_by > schedule.spec.effective_relevancy_ms else Action.DELIVER
-    if firing.attempt != 1 or firing.redrive:
+    if firing.attempt != 1 or firing.redrive or is_triggered(firing):
         return Dispatch(action)
     nxt = next_occurrence(schedule, firing, now_ms)
     next_firing = None
@@ -269,6 +318,7 @@ def settle(
             firing.attempt + 1,
             retry_at,
             firing.redrive,
+            firing.payload,
         )
         outcome = Outcome.RETRYING
     execution = Execution(
@@ -320,6 +370,7 @@ def dead_letter(firing: Firing, execution: Execution) -> DeadLetter:
         dead_ms=execution.started_ms + execution.duration_ms,
         last_status=execution.status_code,
         last_error=execution.error,
+        payload=firing.payload,
     )
 
 
@@ -327,4 +378,12 @@ def redrive_firing(schedule: Schedule, letter: DeadLetter, now_ms: int) -> Firin
     """A fresh first attempt of a dead letter's occurrence, due now, with the same
     delivery id (receivers deduplicate) and a new firing id (its generation is the
     redrive time, so redriving the same letter twice makes two distinct firings)."""
-    return make_firing(schedule, letter.seq, letter.occurrence_ms, 1, now_ms, redrive=now_ms)
+    return make_firing(
+        schedule,
+        letter.seq,
+        letter.occurrence_ms,
+        1,
+        now_ms,
+        redrive=now_ms,
+        payload=letter.payload,
+    )

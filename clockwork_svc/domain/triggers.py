@@ -487,6 +487,23 @@ def first_at_or_after(trigger: Trigger, now_ms: int) -> tuple[int, int] | None:
     return _cron_first_at_or_after(trigger, now_ms)
 
 
+def upcoming(trigger: Trigger, from_ms: int, limit: int) -> list[int]:
+    """The times of the first `limit` occurrences at or after `from_ms`, in order
+    (fewer when the trigger runs out). `trigger` must be normalized."""
+    found = first_at_or_after(trigger, from_ms) if limit > 0 else None
+    if found is None:
+        return []
+    seq, time = found
+    times = [time]
+    while len(times) < limit:
+        nxt = occurrence(trigger, seq + 1, time)
+        if nxt is None:
+            break
+        seq, time = seq + 1, nxt
+        times.append(time)
+    return times
+
+
 def _cron_first_at_or_after(trigger: CronTrigger, now_ms: int) -> tuple[int, int] | None:
     if trigger.end_ms is not None and trigger.end_ms <= now_ms:
         return None

@@ -21,11 +21,12 @@ from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.api.v1.model import Page
 from clockwork_svc.dead_letters import DeadLetters, Range
+from clockwork_svc.domain import triggers
 from clockwork_svc.domain.model import Created
 from clockwork_svc.domain.spec import ScheduleSpec, validate_key
 from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.scheduling import MAX_BATCH, Scheduling
+from clockwork_svc.scheduling import DEFAULT_LISTED, MAX_BATCH, Scheduling
 from clockwork_svc.server.auth import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,27 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
 
     @_rpc
     async def GetSchedule(self, request: pb.GetScheduleRequest, tenant: str) -> pb.Schedule:
-        return convert.schedule_to_pb(await self._scheduling.get(tenant, request.key))
+        upcoming = request.upcoming_count if request.HasField("upcoming_count") else None
+        executions = request.execution_count if request.HasField("execution_count") else None
+        detail = await self._scheduling.describe(
+            tenant,
+            request.key,
+            DEFAULT_LISTED if upcoming is None else upcoming,
+            DEFAULT_LISTED if executions is None else executions,
+        )
+        return convert.detail_to_pb(detail)
+
+    @_rpc
+    async def PreviewSchedule(
+        self, request: pb.PreviewScheduleRequest, tenant: str
+    ) -> pb.PreviewScheduleResponse:
+        trigger = convert.trigger_from_pb(request, "")
+        start = None
+        if request.HasField("from"):
+            # `from` is a Python keyword: the field is only reachable by name.
+            start = convert.ts_to_ms(getattr(request, "from"), "from")
+        times = self._scheduling.preview(trigger, start, request.count or DEFAULT_LISTED)
+        return convert.preview_to_pb(times, triggers.describe(trigger))
 
     @_rpc
     async def ListSchedules(
@@ -185,6 +206,14 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     @_rpc
     async def CancelSchedule(self, request: pb.CancelScheduleRequest, tenant: str) -> pb.Schedule:
         return convert.schedule_to_pb(await self._scheduling.cancel(tenant, request.key))
+
+    @_rpc
+    async def TriggerSchedule(
+        self, request: pb.TriggerScheduleRequest, tenant: str
+    ) -> pb.TriggerScheduleResponse:
+        payload = request.payload if request.HasField("payload") else None
+        triggered = await self._scheduling.trigger(tenant, request.key, payload, request.request_id)
+        return convert.triggered_to_pb(triggered)
 
     @_rpc
     async def ListExecutions(

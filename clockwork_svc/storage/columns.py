@@ -24,6 +24,7 @@ from clockwork_svc.domain.model import (
     Progress,
     Schedule,
     ScheduleState,
+    TriggerRequest,
 )
 from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 
@@ -175,6 +176,7 @@ _FIRING_COLUMNS = (
     "delivery_id",
     "redrive",
     "ordering_key",
+    "payload",
 )
 
 
@@ -194,6 +196,7 @@ def _firing(row: Row) -> Firing:
         done=bool(row["done"]),
         redrive=row["redrive"] or 0,
         ordering_key=row["ordering_key"] or "",
+        payload=row["payload"],
     )
 
 
@@ -280,11 +283,41 @@ _DEAD_LETTER_COLUMNS = (
     "attempts",
     "last_status",
     "last_error",
+    "payload",
 )
 
 
 def _dead_letter(row: Row) -> DeadLetter:
     return DeadLetter(**{c: row[c] for c in (*_DEAD_LETTER_COLUMNS, "redriven_ms")})
+
+
+# Each the name of a TriggerRequest attribute.
+_TRIGGER_REQUEST_COLUMNS = (
+    "tenant",
+    "key",
+    "request_id",
+    "shard",
+    "fire_at_ms",
+    "firing_id",
+    "delivery_id",
+    "version",
+    "created_ms",
+    "written",
+)
+
+
+def _trigger_request(row: Row) -> TriggerRequest:
+    values = {c: row[c] for c in _TRIGGER_REQUEST_COLUMNS}
+    return TriggerRequest(**{**values, "written": bool(values["written"])})
+
+
+TRIGGER_REQUESTS: Table[TriggerRequest] = Table(
+    "trigger_requests",
+    _TRIGGER_REQUEST_COLUMNS,
+    ("tenant", "key", "request_id"),
+    attrgetter(*_TRIGGER_REQUEST_COLUMNS),
+    _trigger_request,
+)
 
 
 DEAD_LETTERS: Table[DeadLetter] = Table(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
+    TRIGGER_REQUEST_TTL_MS,
     ClusterLayout,
     DeadLetter,
     Execution,
@@ -29,6 +30,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
     ShardCursor,
+    TriggerRequest,
 )
 from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.storage.columns import (
@@ -39,6 +41,7 @@ from clockwork_svc.storage.columns import (
     SCHEDULE_CHANGE,
     SCHEDULES,
     TENANTS,
+    TRIGGER_REQUESTS,
     Table,
     assignments,
     markers,
@@ -65,7 +68,7 @@ CREATE TABLE IF NOT EXISTS firings (
     schedule_id TEXT NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
     occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0, redrive INTEGER NOT NULL DEFAULT 0,
-    ordering_key TEXT NOT NULL DEFAULT '',
+    ordering_key TEXT NOT NULL DEFAULT '', payload BLOB,
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
@@ -82,8 +85,14 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     schedule_key TEXT NOT NULL, schedule_id TEXT NOT NULL, delivery_id TEXT NOT NULL,
     shard INTEGER NOT NULL, seq INTEGER NOT NULL, occurrence_ms INTEGER NOT NULL,
     attempts INTEGER NOT NULL, last_status INTEGER NOT NULL, last_error TEXT NOT NULL,
-    redriven_ms INTEGER,
+    redriven_ms INTEGER, payload BLOB,
     PRIMARY KEY (tenant, dead_ms, firing_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trigger_requests (
+    tenant TEXT NOT NULL, key TEXT NOT NULL, request_id TEXT NOT NULL,
+    shard INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL, firing_id TEXT NOT NULL,
+    delivery_id TEXT NOT NULL, version INTEGER NOT NULL, created_ms INTEGER NOT NULL,
+    written INTEGER NOT NULL,
+    PRIMARY KEY (tenant, key, request_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS shard_cursors (
     shard INTEGER PRIMARY KEY, position_ms INTEGER NOT NULL, epoch INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS executions (
@@ -414,6 +423,47 @@ class SqliteStore:
             (redriven_ms, letter.tenant, letter.dead_ms, letter.firing_id),
         )
 
+    # --- trigger requests ------------------------------------------------------------------
+
+    async def claim_trigger(self, request: TriggerRequest) -> TriggerRequest:
+        return await self._run(self._claim_trigger, request)
+
+    def _claim_trigger(self, request: TriggerRequest) -> TriggerRequest:
+        with self._conn:
+            row = _fetchone(
+                self._conn,
+                f"SELECT {TRIGGER_REQUESTS.selected} FROM trigger_requests "
+                "WHERE tenant = ? AND key = ? AND request_id = ? AND created_ms > ?",
+                (
+                    request.tenant,
+                    request.key,
+                    request.request_id,
+                    request.created_ms - TRIGGER_REQUEST_TTL_MS,
+                ),
+            )
+            if row is not None:
+                return TRIGGER_REQUESTS.decode(row)
+            # An expired claim of the same id is replaced; others are dropped as they age.
+            self._conn.execute(
+                "DELETE FROM trigger_requests WHERE tenant = ? AND key = ? AND created_ms <= ?",
+                (request.tenant, request.key, request.created_ms - TRIGGER_REQUEST_TTL_MS),
+            )
+            self._conn.execute(
+                f"INSERT INTO trigger_requests ({TRIGGER_REQUESTS.names}) "
+                f"VALUES ({markers(len(TRIGGER_REQUESTS.columns))})",
+                TRIGGER_REQUESTS.encode(request),
+            )
+        return request
+
+    async def confirm_trigger(self, request: TriggerRequest) -> None:
+        await self._run(
+            _execute_count,
+            self._conn,
+            "UPDATE trigger_requests SET written = 1 WHERE tenant = ? AND key = ? "
+            "AND request_id = ?",
+            (request.tenant, request.key, request.request_id),
+        )
+
     # --- executions ----------------------------------------------------------------------
 
     async def list_executions(
@@ -456,6 +506,10 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE firings ADD COLUMN redrive INTEGER NOT NULL DEFAULT 0")
     if "ordering_key" not in columns:
         conn.execute("ALTER TABLE firings ADD COLUMN ordering_key TEXT NOT NULL DEFAULT ''")
+    if "payload" not in columns:
+        conn.execute("ALTER TABLE firings ADD COLUMN payload BLOB")
+    if "payload" not in {row[1] for row in conn.execute("PRAGMA table_info(dead_letters)")}:
+        conn.execute("ALTER TABLE dead_letters ADD COLUMN payload BLOB")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
     if "limits" not in columns:
         conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")

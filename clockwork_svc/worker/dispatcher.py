@@ -160,7 +160,7 @@ class Dispatcher:
         signing = await self._tenants.signing_secrets(firing.tenant) if self._tenants else ()
         result = await self._sink.deliver(
             schedule.spec.target,
-            schedule.spec.payload,
+            schedule.spec.payload if firing.payload is None else firing.payload,
             firing,
             now // 1000,
             signing,

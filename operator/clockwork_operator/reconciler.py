@@ -5,6 +5,8 @@ its two exceptions to Kopf's retry semantics."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +14,7 @@ from clockwork_operator.credentials import Clients, Credential, CredentialError
 from clockwork_operator.resource import Desired, Observed, SpecError, desired, schedule_key
 from clockwork_operator.throttle import ApiThrottle
 from clockwork_svc.client import ClockworkClient
-from clockwork_svc.domain import triggers
+from clockwork_svc.domain import planning, triggers
 from clockwork_svc.domain.model import Schedule, ScheduleState
 from clockwork_svc.errors import (
     AlreadyExists,
@@ -62,6 +64,10 @@ class ResourceId:
         return schedule_key(self.namespace, self.name, self.uid)
 
 
+# How many next occurrence times the resource's status lists.
+STATUS_UPCOMING = 3
+
+
 class Reconciler:
     def __init__(self, clients: Clients, throttle: ApiThrottle) -> None:
         self._clients = clients
@@ -80,7 +86,8 @@ class Reconciler:
                 schedule = await self._suspend(client, schedule, want.suspend)
         except ClockworkError as exc:
             raise _mapped(exc) from exc
-        return observed(schedule)
+        upcoming = planning.upcoming(schedule, int(time.time() * 1000), STATUS_UPCOMING)
+        return observed(schedule, upcoming)
 
     async def refresh(self, rid: ResourceId, spec: dict[str, Any]) -> Observed | None:
         """The schedule as it is now; None if it does not exist (yet). Raises Busy
@@ -94,7 +101,8 @@ class Reconciler:
             async with self._throttle.turn_if_free() as free:
                 if not free:
                     raise Busy(rid.key)
-                return observed(await client.get(rid.key))
+                detail = await client.describe(rid.key, STATUS_UPCOMING, 0)
+                return observed(detail.schedule, detail.upcoming_ms)
         except NotFound:
             return None
         except ClockworkError as exc:
@@ -144,7 +152,7 @@ class Reconciler:
         return schedule
 
 
-def observed(schedule: Schedule) -> Observed:
+def observed(schedule: Schedule, upcoming_ms: Sequence[int] = ()) -> Observed:
     return Observed(
         key=schedule.key,
         state=schedule.state.name,
@@ -154,6 +162,7 @@ def observed(schedule: Schedule) -> Observed:
         fired_count=schedule.fired_count,
         description=triggers.describe(schedule.spec.trigger),
         tenant=schedule.tenant,
+        upcoming_ms=tuple(upcoming_ms),
     )
 
 

@@ -255,6 +255,7 @@ class Observed:
     fired_count: int
     description: str
     tenant: str
+    upcoming_ms: tuple[int, ...] = ()
 
 
 def status(observed: Observed, generation: int | None) -> dict[str, Any]:
@@ -269,6 +270,7 @@ def status(observed: Observed, generation: int | None) -> dict[str, Any]:
         "lastFireTime": _time_or_none(observed.last_fire_ms),
         "lastOutcome": observed.last_outcome,
         "firedCount": observed.fired_count,
+        "upcomingFireTimes": [format_time_ms(ms) for ms in observed.upcoming_ms],
     }
 
 

@@ -20,6 +20,7 @@ from clockwork_svc.domain.model import (
     Progress,
     Schedule,
     ScheduleState,
+    TriggerRequest,
 )
 from clockwork_svc.domain.spec import (
     HttpTarget,
@@ -530,6 +531,53 @@ async def test_ordering_key_round_trips_on_firings(store: Store) -> None:
     f = make_firing(shard, T0 + 10, ordering_key="order-9")
     await store.put_firings([f])
     assert await store.scan_firings(shard, (T0, ""), T0 + 100, 10) == [f]
+
+
+async def test_a_firings_own_payload_round_trips(store: Store) -> None:
+    shard = fresh_shard()
+    own = make_firing(shard, T0 + 10, seq=-1, payload=b"\x00override\xff")
+    empty = make_firing(shard, T0 + 20, seq=-1, payload=b"")
+    await store.put_firings([own, empty])
+    assert await store.scan_firings(shard, (T0, ""), T0 + 100, 10) == [own, empty]
+    assert await store.get_firing(shard, T0 + 20, empty.firing_id) == empty
+
+
+async def test_a_dead_letters_own_payload_round_trips(store: Store) -> None:
+    t = tenant()
+    letter = make_letter(t, int(time.time() * 1000), seq=-1, payload=b"override")
+    await record_dead_letter(store, letter)
+    assert await store.list_dead_letters(t, letter.dead_ms, letter.dead_ms + 1, None, 10) == [
+        letter
+    ]
+
+
+def make_trigger_request(t: str, request_id: str, created_ms: int) -> TriggerRequest:
+    return TriggerRequest(
+        t, "job", request_id, fresh_shard(), created_ms, uuid.uuid4().hex, "msg_x", 3, created_ms
+    )
+
+
+async def test_a_trigger_request_id_is_claimed_once_and_confirmed(store: Store) -> None:
+    t = tenant()
+    now = int(time.time() * 1000)
+    first = make_trigger_request(t, "req-1", now)
+    assert await store.claim_trigger(first) == first
+    repeat = make_trigger_request(t, "req-1", now + 50)
+    assert await store.claim_trigger(repeat) == first
+    await store.confirm_trigger(first)
+    assert await store.claim_trigger(repeat) == dataclasses.replace(first, written=True)
+    other_id = make_trigger_request(t, "req-2", now)
+    assert await store.claim_trigger(other_id) == other_id
+    other_tenant = dataclasses.replace(first, tenant=tenant())
+    assert await store.claim_trigger(other_tenant) == other_tenant
+
+
+async def test_concurrent_claims_of_a_trigger_request_id_agree(store: Store) -> None:
+    t = tenant()
+    now = int(time.time() * 1000)
+    tries = [make_trigger_request(t, "race", now + i) for i in range(6)]
+    answers = await asyncio.gather(*(store.claim_trigger(r) for r in tries))
+    assert len(set(answers)) == 1 and answers[0] in tries
 
 
 async def test_ordering_blocks_are_set_replaced_and_cleared(store: Store) -> None:

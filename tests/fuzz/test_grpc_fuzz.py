@@ -419,7 +419,9 @@ def test_server_is_healthy_and_data_intact_after_fuzzing(target: FuzzTarget) -> 
     baseline = (_bearer(BASELINE_TOKEN),)
     for key, before in target.baseline.items():
         reply = node.call(
-            scheduler + "GetSchedule", pb.GetScheduleRequest(key=key).SerializeToString(), baseline
+            scheduler + "GetSchedule",
+            pb.GetScheduleRequest(key=key, upcoming_count=0, execution_count=0).SerializeToString(),
+            baseline,
         )
         assert reply.code is grpc.StatusCode.OK, reply
         assert pb.Schedule.FromString(reply.body) == pb.Schedule.FromString(before), key

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from clockwork_svc import app
+from clockwork_svc.client import ClientSettings, ClockworkClient
 from tests.conftest import require_server
 from tests.support.sink import RecordingSink
 
@@ -21,6 +23,15 @@ async def sink() -> AsyncIterator[RecordingSink]:
     receiver = await RecordingSink().start()
     yield receiver
     await receiver.stop()
+
+
+@pytest.fixture
+async def client(node: app.Node) -> AsyncIterator[ClockworkClient]:
+    """A client of the module's `node` (an api without auth), as tenant `acme`."""
+    assert node.api is not None
+    settings = ClientSettings(server=f"127.0.0.1:{node.api.port}", tenant="acme")
+    async with ClockworkClient(settings) as c:
+        yield c
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from clockwork_svc.domain.triggers import OnceTrigger
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage import cassandra
 from clockwork_svc.storage.cassandra import bridge, connecting, schema
-from clockwork_svc.storage.columns import SCHEDULES
+from clockwork_svc.storage.columns import FIRINGS, SCHEDULES
 from tests.conftest import require_server
+from tests.contract.test_store_contract import make_firing
 
 T = TypeVar("T")
 
@@ -76,17 +77,24 @@ async def test_a_second_migrate_applies_nothing(keyspace: tuple[str, str]) -> No
     ]
 
 
+REPLICATION = {"class": "SimpleStrategy", "replication_factor": 1}
+
+
+async def migrated_before(version: int, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A new keyspace with the migrations before `version` applied: (address, keyspace)."""
+    address = require_server("CLOCKWORK_CASSANDRA")
+    name = "schema_" + uuid.uuid4().hex[:12]
+    with monkeypatch.context() as patched:
+        patched.setattr(schema, "MIGRATIONS", [m for m in cassandra.MIGRATIONS if m[0] < version])
+        await cassandra.migrate([address], name, replication=REPLICATION, layout=LAYOUT)
+    return address, name
+
+
 @pytest.mark.cassandra
 async def test_migration_8_copies_the_schedules_into_their_parts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    address = require_server("CLOCKWORK_CASSANDRA")
-    name = "schema_" + uuid.uuid4().hex[:12]
-    replication = {"class": "SimpleStrategy", "replication_factor": 1}
-    before = [m for m in cassandra.MIGRATIONS if m[0] < 8]
-    with monkeypatch.context() as patched:
-        patched.setattr(schema, "MIGRATIONS", before)
-        await cassandra.migrate([address], name, replication=replication, layout=LAYOUT)
+    address, name = await migrated_before(8, monkeypatch)
     try:
         spec = ScheduleSpec(OnceTrigger(T0 + 60_000), HttpTarget("http://127.0.0.1:9/x"))
         old = [
@@ -108,13 +116,45 @@ async def test_migration_8_copies_the_schedules_into_their_parts(
             )
         finally:
             await connecting.shutdown(cluster)
-        applied = await cassandra.migrate([address], name, replication=replication, layout=LAYOUT)
-        assert applied == ["0008_schedules_by_part"]
+        applied = await cassandra.migrate([address], name, replication=REPLICATION, layout=LAYOUT)
+        assert applied == ["0008_schedules_by_part", "0009_trigger_now"]
         store = await cassandra.CassandraStore.open([address], name)
         try:
             assert await store.list_schedules("t", None, 1000) == old
             assert await store.get_schedule("t", "k007") == old[7]
             assert await store.get_schedule("t", "x") is None
+        finally:
+            await store.close()
+    finally:
+        await cassandra.drop_keyspace_for_tests([address], name)
+
+
+@pytest.mark.cassandra
+async def test_firings_written_before_migration_9_read_without_a_payload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    address, name = await migrated_before(9, monkeypatch)
+    try:
+        old = make_firing(5, T0)
+        columns = [c for c in FIRINGS.columns if c != "payload"]
+        values = [
+            v for c, v in zip(FIRINGS.columns, FIRINGS.encode(old), strict=True) if c != "payload"
+        ]
+        cluster, session = await connecting.connect([address], timeout_s=30)
+        try:
+            await bridge.execute(
+                session,
+                f"INSERT INTO {name}.firings (bucket, {', '.join(columns)}) "
+                f"VALUES ({', '.join(['%s'] * (len(columns) + 1))})",
+                (T0 // LAYOUT.bucket_ms, *values),
+            )
+        finally:
+            await connecting.shutdown(cluster)
+        applied = await cassandra.migrate([address], name, replication=REPLICATION, layout=LAYOUT)
+        assert applied == ["0009_trigger_now"]
+        store = await cassandra.CassandraStore.open([address], name)
+        try:
+            assert await store.scan_firings(5, (T0 - 1, ""), T0 + 1, 10) == [old]
         finally:
             await store.close()
     finally:
@@ -161,6 +201,7 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
         "tenant_tokens",
         "dead_letters",
         "ordering_blocks",
+        "trigger_requests",
     }
 
     def strategy(table: str) -> str:
@@ -180,6 +221,8 @@ async def test_tables_have_the_intended_compaction_and_ttls(keyspace: tuple[str,
     assert firings["gc_grace_seconds"] == executions["gc_grace_seconds"] == 3 * 3600
     assert strategy("dead_letters") == "TimeWindowCompactionStrategy"
     assert tables["dead_letters"]["default_time_to_live"] == 30 * 86_400
+    # Request ids expire with a per-row TTL (no longer than their firings').
+    assert tables["trigger_requests"]["gc_grace_seconds"] == 3 * 3600
 
 
 def closed_port() -> int:

@@ -55,14 +55,6 @@ async def node(tmp_path: Path) -> AsyncIterator[app.Node]:
         yield running
 
 
-@pytest.fixture
-async def client(node: app.Node) -> AsyncIterator[ClockworkClient]:
-    assert node.api is not None
-    settings = ClientSettings(server=f"127.0.0.1:{node.api.port}", tenant="acme")
-    async with ClockworkClient(settings) as c:
-        yield c
-
-
 def spec(url: str, trigger: triggers.Trigger, **changes: object) -> ScheduleSpec:
     base = ScheduleSpec(trigger=trigger, target=HttpTarget(url), payload=b'{"hello":"world"}')
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from clockwork_operator.reconciler import Busy, Invalid, Reconciler, ResourceId,
 from clockwork_operator.resource import SecretRef, desired
 from clockwork_operator.throttle import ApiThrottle
 from clockwork_svc.api.status import error_of
-from clockwork_svc.domain.model import Created, Schedule, ScheduleState
+from clockwork_svc.domain.model import Created, Schedule, ScheduleDetail, ScheduleState
 from clockwork_svc.domain.spec import ScheduleSpec
 from clockwork_svc.errors import ClockworkError
 
@@ -56,6 +56,11 @@ class FakeClient:
         if key not in self.schedules:
             raise error_of(Code.NOT_FOUND, f"no schedule {key!r}")
         return self.schedules[key]
+
+    async def describe(self, key: str, upcoming: int, executions: int) -> ScheduleDetail:
+        self._call("describe")
+        schedule = await self.get(key)
+        return ScheduleDetail(schedule, (schedule.next_fire_ms or 0,)[:upcoming])
 
     async def _set(self, key: str, **changes: Any) -> Schedule:
         current = await self.get(key)
@@ -166,9 +171,18 @@ async def test_refresh_of_a_missing_schedule_is_none(reconciler: Reconciler) -> 
 
 
 async def test_refresh_maps_other_errors(reconciler: Reconciler, client: FakeClient) -> None:
-    client.fail["get"] = error_of(Code.UNAVAILABLE, "api restarting")
+    client.fail["describe"] = error_of(Code.UNAVAILABLE, "api restarting")
     with pytest.raises(Retry, match="UNAVAILABLE: api restarting"):
         await reconciler.refresh(RID, SPEC)
+
+
+async def test_refresh_reports_the_next_occurrence_times(
+    reconciler: Reconciler, client: FakeClient
+) -> None:
+    await reconciler.apply(RID, SPEC)
+    seen = await reconciler.refresh(RID, SPEC)
+    assert seen is not None and seen.upcoming_ms == (60_000,)
+    assert client.calls[-2:] == ["describe", "get"]
 
 
 async def test_cancel_of_a_missing_or_finished_schedule_is_done(

@@ -128,7 +128,15 @@ def test_schedule_key_is_stable_unique_per_uid_and_bounded() -> None:
 
 def test_status_and_conditions() -> None:
     seen = Observed(
-        "k8s/a/b/u", "ACTIVE", 1_893_456_000_000, None, "SUCCEEDED", 7, "every 30s", "acme"
+        "k8s/a/b/u",
+        "ACTIVE",
+        1_893_456_000_000,
+        None,
+        "SUCCEEDED",
+        7,
+        "every 30s",
+        "acme",
+        (1_893_456_000_000, 1_893_456_030_000),
     )
     assert status(seen, 3) == {
         "observedGeneration": 3,
@@ -140,6 +148,7 @@ def test_status_and_conditions() -> None:
         "lastFireTime": None,
         "lastOutcome": "SUCCEEDED",
         "firedCount": 7,
+        "upcomingFireTimes": ["2030-01-01T00:00:00Z", "2030-01-01T00:00:30Z"],
     }
     first = ready_condition(False, "Retrying", "api down", 1_000)
     other = {"type": "Other", "status": "True"}

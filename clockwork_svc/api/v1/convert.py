@@ -34,7 +34,9 @@ from clockwork_svc.domain.model import (
     Outcome,
     RedriveResult,
     Schedule,
+    ScheduleDetail,
     ScheduleState,
+    Triggered,
 )
 from clockwork_svc.domain.spec import (
     HttpTarget,
@@ -136,32 +138,52 @@ def retry_to_pb(r: RetryPolicy) -> pb.RetryPolicy:
     return out
 
 
-def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
-    kind = spec.WhichOneof("trigger")
-    trigger: triggers.Trigger
+def trigger_from_pb(
+    msg: pb.ScheduleSpec | pb.PreviewScheduleRequest, prefix: str
+) -> triggers.Trigger:
+    """The trigger of a message with the `trigger` oneof (once, interval, cron);
+    `prefix` ("spec", or "" for a preview) leads the field paths of errors."""
+    lead = f"{prefix}." if prefix else ""
+    kind = msg.WhichOneof("trigger")
     if kind == "once":
-        if not spec.once.HasField("at"):
-            raise InvalidArgument(f"{prefix}.once.at", "is required")
-        trigger = triggers.OnceTrigger(ts_to_ms(spec.once.at, f"{prefix}.once.at"))
-    elif kind == "interval":
-        iv = spec.interval
-        trigger = triggers.IntervalTrigger(
-            every_ms=dur_to_ms(iv.every, f"{prefix}.interval.every"),
-            start_ms=_opt_ts(iv, "start", f"{prefix}.interval.start"),
-            end_ms=_opt_ts(iv, "end", f"{prefix}.interval.end"),
+        if not msg.once.HasField("at"):
+            raise InvalidArgument(f"{lead}once.at", "is required")
+        return triggers.OnceTrigger(ts_to_ms(msg.once.at, f"{lead}once.at"))
+    if kind == "interval":
+        iv = msg.interval
+        return triggers.IntervalTrigger(
+            every_ms=dur_to_ms(iv.every, f"{lead}interval.every"),
+            start_ms=_opt_ts(iv, "start", f"{lead}interval.start"),
+            end_ms=_opt_ts(iv, "end", f"{lead}interval.end"),
             count=iv.count or None,
         )
-    elif kind == "cron":
-        cr = spec.cron
-        trigger = triggers.CronTrigger(
+    if kind == "cron":
+        cr = msg.cron
+        return triggers.CronTrigger(
             expression=cr.expression,
             timezone=cr.timezone or "UTC",
-            start_ms=_opt_ts(cr, "start", f"{prefix}.cron.start"),
-            end_ms=_opt_ts(cr, "end", f"{prefix}.cron.end"),
+            start_ms=_opt_ts(cr, "start", f"{lead}cron.start"),
+            end_ms=_opt_ts(cr, "end", f"{lead}cron.end"),
             count=cr.count or None,
         )
+    raise InvalidArgument(f"{lead}trigger", "one of once, interval or cron is required")
+
+
+def trigger_to_pb(t: triggers.Trigger, out: pb.ScheduleSpec | pb.PreviewScheduleRequest) -> None:
+    """Sets the `trigger` oneof of `out`."""
+    if isinstance(t, triggers.OnceTrigger):
+        out.once.at.CopyFrom(ms_to_ts(t.at_ms))
+    elif isinstance(t, triggers.IntervalTrigger):
+        out.interval.every.CopyFrom(ms_to_dur(t.every_ms))
+        _set_window(out.interval, t.start_ms, t.end_ms, t.count)
     else:
-        raise InvalidArgument(f"{prefix}.trigger", "one of once, interval or cron is required")
+        out.cron.expression = t.expression
+        out.cron.timezone = t.timezone
+        _set_window(out.cron, t.start_ms, t.end_ms, t.count)
+
+
+def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
+    trigger = trigger_from_pb(spec, prefix)
     target = _target_from_pb(spec, prefix)
     retry = retry_from_pb(spec.retry, f"{prefix}.retry")
     if spec.misfire not in _MISFIRE:
@@ -199,16 +221,7 @@ def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
     out = pb.ScheduleSpec(
         payload=spec.payload, ordering_key=spec.ordering_key, misfire=_MISFIRE_PB[spec.misfire]
     )
-    t = spec.trigger
-    if isinstance(t, triggers.OnceTrigger):
-        out.once.at.CopyFrom(ms_to_ts(t.at_ms))
-    elif isinstance(t, triggers.IntervalTrigger):
-        out.interval.every.CopyFrom(ms_to_dur(t.every_ms))
-        _set_window(out.interval, t.start_ms, t.end_ms, t.count)
-    else:
-        out.cron.expression = t.expression
-        out.cron.timezone = t.timezone
-        _set_window(out.cron, t.start_ms, t.end_ms, t.count)
+    trigger_to_pb(spec.trigger, out)
     if isinstance(spec.target, KafkaTarget):
         out.kafka.topic = spec.target.topic
         out.kafka.headers.update(dict(spec.target.headers))
@@ -279,6 +292,47 @@ def schedule_from_pb(s: pb.Schedule) -> Schedule:
         last_outcome=_outcome_from_pb(s.last_outcome, "schedule.last_outcome"),
         fired_count=s.fired_count,
     )
+
+
+def detail_to_pb(d: ScheduleDetail) -> pb.Schedule:
+    out = schedule_to_pb(d.schedule)
+    out.upcoming_fire_times.extend(ms_to_ts(ms) for ms in d.upcoming_ms)
+    out.recent_executions.extend(execution_to_pb(e) for e in d.recent)
+    return out
+
+
+def detail_from_pb(s: pb.Schedule) -> ScheduleDetail:
+    return ScheduleDetail(
+        schedule_from_pb(s),
+        tuple(
+            ts_to_ms(t, f"schedule.upcoming_fire_times[{i}]")
+            for i, t in enumerate(s.upcoming_fire_times)
+        ),
+        tuple(execution_from_pb(e, s.tenant, s.key) for e in s.recent_executions),
+    )
+
+
+def preview_to_pb(times: Sequence[int], description: str) -> pb.PreviewScheduleResponse:
+    return pb.PreviewScheduleResponse(
+        fire_times=[ms_to_ts(ms) for ms in times], description=description
+    )
+
+
+def preview_from_pb(reply: pb.PreviewScheduleResponse) -> list[int]:
+    return [ts_to_ms(t, f"fire_times[{i}]") for i, t in enumerate(reply.fire_times)]
+
+
+def triggered_to_pb(t: Triggered) -> pb.TriggerScheduleResponse:
+    return pb.TriggerScheduleResponse(
+        delivery_id=t.delivery_id,
+        firing_id=t.firing_id,
+        due_time=ms_to_ts(t.due_ms),
+        triggered=t.triggered,
+    )
+
+
+def triggered_from_pb(t: pb.TriggerScheduleResponse) -> Triggered:
+    return Triggered(t.delivery_id, t.firing_id, ts_to_ms(t.due_time, "due_time"), t.triggered)
 
 
 def _outcome_from_pb(outcome: pb.Outcome.ValueType, field: str) -> Outcome | None:

@@ -448,6 +448,8 @@ class Schedule(_message.Message):
     LAST_OUTCOME_FIELD_NUMBER: _builtins.int
     FIRED_COUNT_FIELD_NUMBER: _builtins.int
     SHARD_FIELD_NUMBER: _builtins.int
+    UPCOMING_FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    RECENT_EXECUTIONS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     key: _builtins.str
     id: _builtins.str
@@ -468,6 +470,17 @@ class Schedule(_message.Message):
     def next_fire_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def last_fire_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def upcoming_fire_times(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]:
+        """GetSchedule only: the nominal times (before jitter) of the next occurrences, the
+        pending one first even when it is overdue. Empty unless the schedule is active;
+        short when the trigger runs out (count or end).
+        """
+
+    @_builtins.property
+    def recent_executions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Execution]:
+        """GetSchedule only: the latest delivery attempts, newest first."""
+
     def __init__(
         self,
         *,
@@ -484,10 +497,12 @@ class Schedule(_message.Message):
         last_outcome: Global___Outcome.ValueType = ...,
         fired_count: _builtins.int = ...,
         shard: _builtins.int = ...,
+        upcoming_fire_times: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        recent_executions: _abc.Iterable[Global___Execution] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_fire_time", b"last_fire_time", "next_fire_time", b"next_fire_time", "spec", b"spec", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "fired_count", b"fired_count", "id", b"id", "key", b"key", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "fired_count", b"fired_count", "id", b"id", "key", b"key", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "recent_executions", b"recent_executions", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "upcoming_fire_times", b"upcoming_fire_times", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -615,19 +630,158 @@ class GetScheduleRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     KEY_FIELD_NUMBER: _builtins.int
+    UPCOMING_COUNT_FIELD_NUMBER: _builtins.int
+    EXECUTION_COUNT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    upcoming_count: _builtins.int
+    """How many upcoming occurrence times to return: 0-100; unset: 10."""
+    execution_count: _builtins.int
+    """How many of the latest executions to return: 0-100; unset: 10."""
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
+        upcoming_count: _builtins.int | None = ...,
+        execution_count: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_execution_count", b"_execution_count", "_upcoming_count", b"_upcoming_count", "execution_count", b"execution_count", "upcoming_count", b"upcoming_count"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_execution_count", b"_execution_count", "_upcoming_count", b"_upcoming_count", "execution_count", b"execution_count", "key", b"key", "upcoming_count", b"upcoming_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__execution_count: _TypeAlias = _typing.Literal["execution_count"]  # noqa: Y015
+    _WhichOneofArgType__execution_count: _TypeAlias = _typing.Literal["_execution_count", b"_execution_count"]  # noqa: Y015
+    _WhichOneofReturnType__upcoming_count: _TypeAlias = _typing.Literal["upcoming_count"]  # noqa: Y015
+    _WhichOneofArgType__upcoming_count: _TypeAlias = _typing.Literal["_upcoming_count", b"_upcoming_count"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__execution_count) -> _WhichOneofReturnType__execution_count | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__upcoming_count) -> _WhichOneofReturnType__upcoming_count | None: ...
+
+Global___GetScheduleRequest: _TypeAlias = GetScheduleRequest  # noqa: Y015
+
+@_typing.final
+class PreviewScheduleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ONCE_FIELD_NUMBER: _builtins.int
+    INTERVAL_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    """1-100; 0: 10."""
+    @_builtins.property
+    def once(self) -> Global___OnceTrigger: ...
+    @_builtins.property
+    def interval(self) -> Global___IntervalTrigger: ...
+    @_builtins.property
+    def cron(self) -> Global___CronTrigger: ...
+    def __init__(
+        self,
+        *,
+        once: Global___OnceTrigger | None = ...,
+        interval: Global___IntervalTrigger | None = ...,
+        cron: Global___CronTrigger | None = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "from", b"from", "interval", b"interval", "once", b"once", "trigger", b"trigger"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "cron", b"cron", "from", b"from", "interval", b"interval", "once", b"once", "trigger", b"trigger"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_trigger: _TypeAlias = _typing.Literal["once", "interval", "cron"]  # noqa: Y015
+    _WhichOneofArgType_trigger: _TypeAlias = _typing.Literal["trigger", b"trigger"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_trigger) -> _WhichOneofReturnType_trigger | None: ...
+
+Global___PreviewScheduleRequest: _TypeAlias = PreviewScheduleRequest  # noqa: Y015
+
+@_typing.final
+class PreviewScheduleResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRE_TIMES_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    description: _builtins.str
+    """The trigger in words."""
+    @_builtins.property
+    def fire_times(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]:
+        """The nominal occurrence times, in order (fewer than asked when the trigger runs out)."""
+
+    def __init__(
+        self,
+        *,
+        fire_times: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        description: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "fire_times", b"fire_times"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___GetScheduleRequest: _TypeAlias = GetScheduleRequest  # noqa: Y015
+Global___PreviewScheduleResponse: _TypeAlias = PreviewScheduleResponse  # noqa: Y015
+
+@_typing.final
+class TriggerScheduleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    payload: _builtins.bytes
+    """Sent instead of the schedule's payload, if set."""
+    request_id: _builtins.str
+    """Makes the call idempotent: a repeat with the same id (within 24 hours) answers
+    with the first call's trigger instead of firing again. 1-200 characters of
+    [A-Za-z0-9._:/=-]; empty: every call fires.
+    """
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        payload: _builtins.bytes | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_payload", b"_payload", "payload", b"payload"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_payload", b"_payload", "key", b"key", "payload", b"payload", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__payload: _TypeAlias = _typing.Literal["payload"]  # noqa: Y015
+    _WhichOneofArgType__payload: _TypeAlias = _typing.Literal["_payload", b"_payload"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__payload) -> _WhichOneofReturnType__payload | None: ...
+
+Global___TriggerScheduleRequest: _TypeAlias = TriggerScheduleRequest  # noqa: Y015
+
+@_typing.final
+class TriggerScheduleResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    FIRING_ID_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
+    TRIGGERED_FIELD_NUMBER: _builtins.int
+    delivery_id: _builtins.str
+    """The webhook-id of this run, the same for each of its attempts."""
+    firing_id: _builtins.str
+    triggered: _builtins.bool
+    """False when this call repeated an earlier request_id (nothing new was fired)."""
+    @_builtins.property
+    def due_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        delivery_id: _builtins.str = ...,
+        firing_id: _builtins.str = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
+        triggered: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delivery_id", b"delivery_id", "due_time", b"due_time", "firing_id", b"firing_id", "triggered", b"triggered"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TriggerScheduleResponse: _TypeAlias = TriggerScheduleResponse  # noqa: Y015
 
 @_typing.final
 class ListSchedulesRequest(_message.Message):

@@ -49,6 +49,11 @@ class SchedulerServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.GetScheduleRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
                 _registered_method=True)
+        self.PreviewSchedule = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/PreviewSchedule',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
+                _registered_method=True)
         self.ListSchedules = channel.unary_unary(
                 '/clockwork.api.v1.SchedulerService/ListSchedules',
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.SerializeToString,
@@ -73,6 +78,11 @@ class SchedulerServiceStub:
                 '/clockwork.api.v1.SchedulerService/CancelSchedule',
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.CancelScheduleRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.TriggerSchedule = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/TriggerSchedule',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.FromString,
                 _registered_method=True)
         self.ListExecutions = channel.unary_unary(
                 '/clockwork.api.v1.SchedulerService/ListExecutions',
@@ -113,7 +123,16 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSchedule(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Returns a schedule with its next occurrence times and its latest executions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreviewSchedule(self, request, context):
+        """The occurrence times a trigger would have, without creating anything: the dry
+        run of a cron expression across a DST change, say.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -162,6 +181,16 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerSchedule(self, request, context):
+        """Runs one occurrence now, outside the timetable (which it does not shift): it is
+        delivered, retried, recorded and dead-lettered like any other occurrence, with a
+        delivery id of its own. Works on active, paused and completed schedules; a cancel
+        supersedes a trigger that has not been sent. Idempotent on `request_id`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListExecutions(self, request, context):
         """Lists delivery attempts of a schedule, newest first.
         """
@@ -204,6 +233,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.GetScheduleRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
             ),
+            'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewSchedule,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.SerializeToString,
+            ),
             'ListSchedules': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSchedules,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.FromString,
@@ -228,6 +262,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.CancelSchedule,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.CancelScheduleRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            ),
+            'TriggerSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSchedule,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.SerializeToString,
             ),
             'ListExecutions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListExecutions,
@@ -326,6 +365,33 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/GetSchedule',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.GetScheduleRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/PreviewSchedule',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -461,6 +527,33 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/CancelSchedule',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.CancelScheduleRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/TriggerSchedule',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,11 @@ class SchedulerServiceStub:
     entries fail independently.
     """
     GetSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.GetScheduleRequest, _scheduler_pb2.Schedule]
+    """Returns a schedule with its next occurrence times and its latest executions."""
+    PreviewSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.PreviewScheduleRequest, _scheduler_pb2.PreviewScheduleResponse]
+    """The occurrence times a trigger would have, without creating anything: the dry
+    run of a cron expression across a DST change, say.
+    """
     ListSchedules: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListSchedulesRequest, _scheduler_pb2.ListSchedulesResponse]
     """Lists the tenant's schedules ordered by key, a page at a time."""
     UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]
@@ -69,6 +74,12 @@ class SchedulerServiceStub:
     sent, nor an overdue one that no worker had started when the cancel was
     written (a backlog behind a failed worker, say): the cancel supersedes it.
     Idempotent.
+    """
+    TriggerSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.TriggerScheduleRequest, _scheduler_pb2.TriggerScheduleResponse]
+    """Runs one occurrence now, outside the timetable (which it does not shift): it is
+    delivered, retried, recorded and dead-lettered like any other occurrence, with a
+    delivery id of its own. Works on active, paused and completed schedules; a cancel
+    supersedes a trigger that has not been sent. Idempotent on `request_id`.
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]
     """Lists delivery attempts of a schedule, newest first."""
@@ -95,6 +106,11 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     entries fail independently.
     """
     GetSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.GetScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
+    """Returns a schedule with its next occurrence times and its latest executions."""
+    PreviewSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.PreviewScheduleRequest, _scheduler_pb2.PreviewScheduleResponse]  # type: ignore[assignment]
+    """The occurrence times a trigger would have, without creating anything: the dry
+    run of a cron expression across a DST change, say.
+    """
     ListSchedules: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListSchedulesRequest, _scheduler_pb2.ListSchedulesResponse]  # type: ignore[assignment]
     """Lists the tenant's schedules ordered by key, a page at a time."""
     UpdateSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
@@ -117,6 +133,12 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     sent, nor an overdue one that no worker had started when the cancel was
     written (a backlog behind a failed worker, say): the cancel supersedes it.
     Idempotent.
+    """
+    TriggerSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.TriggerScheduleRequest, _scheduler_pb2.TriggerScheduleResponse]  # type: ignore[assignment]
+    """Runs one occurrence now, outside the timetable (which it does not shift): it is
+    delivered, retried, recorded and dead-lettered like any other occurrence, with a
+    delivery id of its own. Works on active, paused and completed schedules; a cancel
+    supersedes a trigger that has not been sent. Idempotent on `request_id`.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """Lists delivery attempts of a schedule, newest first."""
@@ -157,7 +179,18 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _scheduler_pb2.GetScheduleRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]: ...
+    ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
+        """Returns a schedule with its next occurrence times and its latest executions."""
+
+    @_abc_1.abstractmethod
+    def PreviewSchedule(
+        self,
+        request: _scheduler_pb2.PreviewScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.PreviewScheduleResponse, _abc.Awaitable[_scheduler_pb2.PreviewScheduleResponse]]:
+        """The occurrence times a trigger would have, without creating anything: the dry
+        run of a cron expression across a DST change, say.
+        """
 
     @_abc_1.abstractmethod
     def ListSchedules(
@@ -210,6 +243,18 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         sent, nor an overdue one that no worker had started when the cancel was
         written (a backlog behind a failed worker, say): the cancel supersedes it.
         Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def TriggerSchedule(
+        self,
+        request: _scheduler_pb2.TriggerScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.TriggerScheduleResponse, _abc.Awaitable[_scheduler_pb2.TriggerScheduleResponse]]:
+        """Runs one occurrence now, outside the timetable (which it does not shift): it is
+        delivered, retried, recorded and dead-lettered like any other occurrence, with a
+        delivery id of its own. Works on active, paused and completed schedules; a cancel
+        supersedes a trigger that has not been sent. Idempotent on `request_id`.
         """
 
     @_abc_1.abstractmethod

@@ -236,6 +236,29 @@ MIGRATIONS: list[Migration] = [
             COPY_SCHEDULES,
         ],
     ),
+    (
+        9,
+        "trigger_now",
+        [
+            # A trigger-now's own payload, carried by its firings and its dead letter.
+            "ALTER TABLE $keyspace.firings ADD IF NOT EXISTS payload blob",
+            "ALTER TABLE $keyspace.dead_letters ADD IF NOT EXISTS payload blob",
+            # Trigger-now request ids, kept as long as their firings (per-row TTL).
+            """CREATE TABLE IF NOT EXISTS $keyspace.trigger_requests (
+                tenant text,
+                key text,
+                request_id text,
+                shard int,
+                fire_at_ms bigint,
+                firing_id text,
+                delivery_id text,
+                version bigint,
+                created_ms bigint,
+                written boolean,
+                PRIMARY KEY ((tenant, key), request_id))
+            WITH gc_grace_seconds = $gc_grace_s""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -25,6 +25,7 @@ from cassandra.query import BatchStatement, BatchType
 
 from clockwork_svc.domain.identity import bucket_of
 from clockwork_svc.domain.model import (
+    TRIGGER_REQUEST_TTL_MS,
     ClusterLayout,
     DeadLetter,
     Execution,
@@ -33,6 +34,7 @@ from clockwork_svc.domain.model import (
     FiringRecord,
     Schedule,
     ShardCursor,
+    TriggerRequest,
 )
 from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import StoreUnavailable
@@ -54,6 +56,7 @@ from clockwork_svc.storage.columns import (
     SCHEDULE_CHANGE,
     SCHEDULES,
     TENANTS,
+    TRIGGER_REQUESTS,
     assignments,
     markers,
     progress_values,
@@ -146,6 +149,8 @@ class Statements(Generic[T]):
     set_ordering_block: T
     list_dead_letters: T
     mark_redriven: T
+    claim_trigger: T
+    confirm_trigger: T
 
     def values(self) -> list[T]:
         """Every statement, in field order (the constructor's positional order)."""
@@ -294,6 +299,16 @@ _CQL: Statements[Cql] = Statements(
     mark_redriven=Cql(
         "UPDATE $ks.dead_letters SET redriven_ms = ? WHERE tenant = ? AND day = ? "
         "AND dead_ms = ? AND firing_id = ?",
+        True,
+    ),
+    claim_trigger=Cql(
+        f"INSERT INTO $ks.trigger_requests ({TRIGGER_REQUESTS.names}) "
+        f"VALUES ({markers(len(TRIGGER_REQUESTS.columns))}) IF NOT EXISTS USING TTL ?",
+        False,
+    ),
+    confirm_trigger=Cql(
+        f"INSERT INTO $ks.trigger_requests ({TRIGGER_REQUESTS.names}) "
+        f"VALUES ({markers(len(TRIGGER_REQUESTS.columns))}) USING TTL ?",
         True,
     ),
 )
@@ -862,6 +877,31 @@ class CassandraStore:
         self, statement: Any, params: Sequence[Any], *, profile: Any = connecting.PROFILE_DEFAULT
     ) -> bridge.Page:
         return await bridge.execute(self._session, statement, params, profile=profile)
+
+    async def claim_trigger(self, request: TriggerRequest) -> TriggerRequest:
+        params = (*TRIGGER_REQUESTS.encode(request), self._trigger_ttl_s())
+        page, repeated = await self._cas(self._st.claim_trigger, params)
+        row = page.rows[0]
+        if row["[applied]"]:
+            return request
+        if row.get("firing_id") is None:
+            raise StoreUnavailable(f"trigger request {request.request_id} expired during claim")
+        stored = TRIGGER_REQUESTS.decode(row)
+        # Not applied on a repeat: the first try may have applied after all.
+        return request if repeated and stored == request else stored
+
+    async def confirm_trigger(self, request: TriggerRequest) -> None:
+        written = dataclasses.replace(request, written=True)
+        await bridge.execute(
+            self._session,
+            self._st.confirm_trigger,
+            (*TRIGGER_REQUESTS.encode(written), self._trigger_ttl_s()),
+        )
+
+    def _trigger_ttl_s(self) -> int:
+        """A request id is kept for a day, and never longer than its firing (a repeat
+        finding the id must find the firing too, if it was written)."""
+        return min(TRIGGER_REQUEST_TTL_MS // 1000, self._retention_s)
 
     async def _cas(self, statement: Any, params: Sequence[Any]) -> tuple[bridge.Page, bool]:
         """A compare-and-set, sent again while its outcome is unknown; also says whether

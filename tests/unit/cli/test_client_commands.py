@@ -77,7 +77,14 @@ def call_of(calls: list[Call], *args: str, env: dict[str, str] | None = None) ->
 @pytest.mark.parametrize(
     ("args", "method", "call_args"),
     [
-        (["schedule", "get", "k"], "get", ("k",)),
+        (["schedule", "get", "k"], "describe", ("k", 10, 10)),
+        (["schedule", "get", "k", "--upcoming", "3", "--executions", "0"], "describe", ("k", 3, 0)),
+        (["schedule", "trigger", "k"], "trigger", ("k", None, "")),
+        (
+            ["schedule", "trigger", "k", "--payload", "x", "--request-id", "r1"],
+            "trigger",
+            ("k", b"x", "r1"),
+        ),
         (["schedule", "list", "--page-size", "5", "--page-token", "p"], "list", (5, "p")),
         (["schedule", "pause", "k"], "pause", ("k",)),
         (["schedule", "resume", "k"], "resume", ("k",)),
@@ -164,6 +171,31 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         target=HttpTarget("http://x/", method="PUT", timeout_ms=5000),
         retry=RetryPolicy(RetryKind.EXPONENTIAL, max_attempts=4),
     )
+
+
+def test_schedule_preview_sends_the_trigger_count_and_start(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls,
+        "schedule", "preview", "--cron", "30 2 * * *", "--tz", "Europe/Paris",
+        "--count", "4", "--from", "2030-01-01T00:00:00Z",
+    )  # fmt: skip
+    assert (method, args) == (
+        "preview",
+        (triggers.CronTrigger("30 2 * * *", "Europe/Paris"), 4, NEW_YEAR_2030_MS),
+    )
+    calls.clear()
+    _, method, args = call_of(calls, "schedule", "preview", "--every", "90s")
+    assert (method, args) == ("preview", (triggers.IntervalTrigger(90_000), 10, None))
+
+
+def test_schedule_preview_without_a_trigger_is_a_usage_error(calls: list[Call]) -> None:
+    result = invoke("schedule", "preview", "--count", "3")
+    assert result.exit_code == 2
+    assert "give exactly one of --at, --in, --every, --cron" in result.output
+    result = invoke("schedule", "preview", "--every", "1s", "--count", "101")
+    assert result.exit_code == 2
+    assert "--count" in result.output
+    assert not calls
 
 
 @pytest.mark.parametrize(

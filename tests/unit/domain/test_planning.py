@@ -193,3 +193,64 @@ def test_retry_max_age_stops_retries_that_would_come_too_late() -> None:
     )
     assert late.retry is None and late.execution.outcome is Outcome.FAILED
     assert "max age" in late.execution.error
+
+
+def test_upcoming_starts_at_the_pending_occurrence_even_overdue() -> None:
+    every = spec(IntervalTrigger(60_000, start_ms=T0), jitter_ms=5000)
+    schedule, firing = planning.new_schedule("t", "k", every, "id", T0 - 1000, LAYOUT)
+    assert firing is not None and firing.occurrence_ms == T0
+    # Its firing is due at T0 plus a jitter offset; asked well after that, still first.
+    later = T0 + 30_000
+    assert planning.upcoming(schedule, later, 3) == [T0, T0 + 60_000, T0 + 120_000]
+    assert planning.upcoming(schedule, later, 0) == []
+    paused = dataclasses.replace(schedule, state=ScheduleState.PAUSED)
+    assert planning.upcoming(paused, later, 3) == []
+
+
+def test_upcoming_of_a_one_shot_until_it_fires() -> None:
+    schedule, _ = planning.new_schedule("t", "k", spec(OnceTrigger(T0)), "id", T0 - 5, LAYOUT)
+    assert planning.upcoming(schedule, T0 + 10_000, 10) == [T0]
+    fired = dataclasses.replace(schedule, fired_count=1)
+    assert planning.upcoming(fired, T0 + 10_000, 10) == []
+
+
+def test_a_triggered_run_is_outside_the_timetable() -> None:
+    schedule, occurrence = planning.new_schedule(
+        "t", "k", spec(IntervalTrigger(60_000, start_ms=T0)), "id", T0 - 1, LAYOUT
+    )
+    assert occurrence is not None
+    run = planning.triggered_firing(schedule, T0, b"mine")
+    assert planning.is_triggered(run) and (run.fire_at_ms, run.attempt) == (T0, 1)
+    # Never an occurrence's ids, even at the occurrence's very millisecond.
+    assert run.occurrence_ms == occurrence.occurrence_ms
+    assert run.firing_id != occurrence.firing_id
+    assert run.delivery_id != occurrence.delivery_id
+    plan = planning.plan_dispatch(schedule, run, T0)
+    assert plan.action is planning.Action.DELIVER
+    assert (plan.next_firing, plan.progress, plan.completes) == (None, None, False)
+    # A pause, an update or a completion leaves it current; a cancel supersedes it.
+    for state in (ScheduleState.PAUSED, ScheduleState.COMPLETED):
+        assert planning.is_current(dataclasses.replace(schedule, state=state), run)
+    assert planning.is_current(dataclasses.replace(schedule, version=2), run)
+    cancelled = dataclasses.replace(schedule, state=ScheduleState.CANCELLED)
+    assert planning.plan_dispatch(cancelled, run, T0).action is planning.Action.SUPERSEDED
+    assert not planning.is_current(dataclasses.replace(schedule, id="other"), run)
+
+
+def test_a_triggered_runs_retry_and_dead_letter_keep_its_payload_and_id() -> None:
+    policy = RetryPolicy(RetryKind.FIXED, max_attempts=2, initial_delay_ms=100)
+    schedule, _ = planning.new_schedule(
+        "t", "k", spec(OnceTrigger(T0 + 60_000), retry=policy), "id", T0, LAYOUT
+    )
+    run = planning.triggered_firing(schedule, T0, b"mine")
+    failed = DeliveryResult(ok=False, retryable=True, status_code=503)
+    settled = planning.settle(schedule, run, failed, T0, T0 + 5, 0.5)
+    retry = settled.retry
+    assert retry is not None and planning.is_triggered(retry)
+    assert (retry.payload, retry.delivery_id, retry.attempt) == (b"mine", run.delivery_id, 2)
+    last = planning.settle(schedule, retry, failed, T0 + 200, T0 + 205, 0.5)
+    assert last.retry is None and last.execution.outcome is Outcome.FAILED
+    letter = planning.dead_letter(retry, last.execution)
+    again = planning.redrive_firing(schedule, letter, T0 + 1000)
+    assert (again.payload, again.delivery_id) == (b"mine", run.delivery_id)
+    assert planning.is_triggered(again)

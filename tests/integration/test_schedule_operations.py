@@ -1,0 +1,241 @@
+"""Schedule operations beyond the lifecycle, through the real gRPC API with a worker
+delivering to a real HTTP receiver, on both stores: a schedule described with its
+next occurrence times and latest executions, a trigger previewed without creating
+anything, and a run triggered now."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from clockwork_svc import app
+from clockwork_svc.api.v1.model import DeadLetterRange
+from clockwork_svc.client import ClockworkClient
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ClusterLayout, Outcome, ScheduleState
+from clockwork_svc.domain.spec import RetryKind, RetryPolicy
+from clockwork_svc.errors import FailedPrecondition, InvalidArgument, NotFound
+from clockwork_svc.settings import CassandraSettings, StoreSettings
+from tests.conftest import require_server
+from tests.integration.test_dev_node import dev_settings, now_ms, spec
+from tests.support.sink import RecordingSink
+
+HOUR_MS = 3_600_000
+
+
+def utc_ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> int:
+    return int(datetime(year, month, day, hour, minute, sec, tzinfo=UTC).timestamp() * 1000)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)])
+async def node(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[app.Node]:
+    settings = dev_settings(tmp_path)
+    if request.param == "sqlite":
+        async with app.running(settings, api=True, worker=True) as running:
+            yield running
+        return
+    address = require_server("CLOCKWORK_CASSANDRA")
+    from clockwork_svc.storage import cassandra
+
+    keyspace = "ops_" + uuid.uuid4().hex[:12]
+    layout = ClusterLayout(shard_count=8, bucket_ms=60_000, created_ms=now_ms() - 60_000)
+    await cassandra.create_cluster_for_tests([address], keyspace, layout)
+    store = StoreSettings(
+        kind="cassandra", cassandra=CassandraSettings(contact_points=(address,), keyspace=keyspace)
+    )
+    try:
+        async with app.running(
+            dataclasses.replace(settings, store=store), api=True, worker=True
+        ) as running:
+            yield running
+    finally:
+        await cassandra.drop_keyspace_for_tests([address], keyspace)
+
+
+async def wait_for_executions(client: ClockworkClient, key: str, count: int) -> None:
+    for _ in range(100):
+        if len((await client.executions(key)).items) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{key}: fewer than {count} executions")
+
+
+# --- describe: the future and the past ------------------------------------------------
+
+
+async def test_get_lists_the_next_occurrences_and_the_latest_executions(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    start = (now_ms() // 1000 + 3600) * 1000
+    hourly = triggers.IntervalTrigger(HOUR_MS, start_ms=start, count=4)
+    await client.create("hourly", spec(sink.url + "/h", hourly))
+    detail = await client.describe("hourly", upcoming=10, executions=10)
+    assert detail.upcoming_ms == tuple(start + i * HOUR_MS for i in range(4))  # count: short
+    assert detail.recent == ()
+    assert (await client.describe("hourly", upcoming=2)).upcoming_ms == (start, start + HOUR_MS)
+    await client.pause("hourly")
+    assert (await client.describe("hourly")).upcoming_ms == ()
+
+    await client.create("now", spec(sink.url + "/now", triggers.OnceTrigger(now_ms())))
+    await sink.wait_for("/now", 1, timeout_s=10)
+    await wait_for_executions(client, "now", 1)
+    detail = await client.describe("now")
+    assert detail.schedule.state is ScheduleState.COMPLETED
+    assert detail.upcoming_ms == ()
+    [execution] = detail.recent
+    assert execution.outcome is Outcome.SUCCEEDED and execution.status_code == 200
+    # A plain get does no more work than it did.
+    plain = await client.get("now")
+    assert plain == detail.schedule
+
+
+async def test_get_refuses_counts_out_of_range(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("k", spec(sink.url + "/k", triggers.OnceTrigger(now_ms() + HOUR_MS)))
+    for upcoming, executions, field in ((101, 0, "upcoming_count"), (0, 101, "execution_count")):
+        with pytest.raises(InvalidArgument) as err:
+            await client.describe("k", upcoming, executions)
+        assert err.value.field == field
+
+
+async def test_preview_shows_a_cron_across_both_dst_changes(client: ClockworkClient) -> None:
+    nightly = triggers.CronTrigger("30 2 * * *", "Europe/Paris")
+    spring = await client.preview(nightly, 4, utc_ms(2026, 3, 27))
+    assert spring == [
+        utc_ms(2026, 3, 27, 1, 30),  # 02:30 CET
+        utc_ms(2026, 3, 28, 1, 30),
+        utc_ms(2026, 3, 29, 1, 0),  # 02:30 does not exist: 03:00 CEST, once
+        utc_ms(2026, 3, 30, 0, 30),  # 02:30 CEST
+    ]
+    autumn = await client.preview(nightly, 3, utc_ms(2026, 10, 24))
+    # 02:30 happens twice on 25 October: the job runs at the first.
+    assert autumn == [
+        utc_ms(2026, 10, 24, 0, 30),
+        utc_ms(2026, 10, 25, 0, 30),
+        utc_ms(2026, 10, 26, 1, 30),
+    ]
+    interval = triggers.IntervalTrigger(90_000, count=2)
+    assert await client.preview(interval, 10, utc_ms(2030, 1, 1)) == [
+        utc_ms(2030, 1, 1, 0, 1, 30),
+        utc_ms(2030, 1, 1, 0, 3),
+    ]
+    assert await client.preview(triggers.OnceTrigger(utc_ms(2020, 1, 1)), 5) == []
+
+
+@pytest.mark.parametrize(
+    ("trigger", "count", "field"),
+    [
+        (triggers.CronTrigger("61 * * * *"), 10, "cron.expression"),
+        (triggers.CronTrigger("* * * * *", "Mars/Olympus"), 10, "cron.timezone"),
+        (triggers.IntervalTrigger(10), 10, "interval.every"),
+        (triggers.CronTrigger("* * * * *"), 101, "count"),
+    ],
+)
+async def test_preview_names_the_bad_field(
+    client: ClockworkClient, trigger: triggers.Trigger, count: int, field: str
+) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        await client.preview(trigger, count)
+    assert err.value.field == field
+
+
+# --- trigger now ------------------------------------------------------------------------
+
+
+async def test_trigger_runs_once_now_and_leaves_the_timetable(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    start = (now_ms() // 1000 + 3600) * 1000
+    hourly = triggers.IntervalTrigger(HOUR_MS, start_ms=start)
+    created = await client.create("hourly", spec(sink.url + "/hourly", hourly))
+
+    first = await client.trigger("hourly", b"override", request_id="req-1")
+    assert first.triggered and first.delivery_id.startswith("msg_")
+    [got] = await sink.wait_for("/hourly", 1, timeout_s=10)
+    assert got.body == b"override" and got.delivery_id == first.delivery_id
+
+    repeat = await client.trigger("hourly", b"override", request_id="req-1")
+    assert repeat == dataclasses.replace(first, triggered=False)
+    plain = await client.trigger("hourly")
+    assert plain.triggered and plain.delivery_id not in (first.delivery_id,)
+    await sink.wait_for("/hourly", 2, timeout_s=10)
+    await asyncio.sleep(0.5)
+    received = sink.at("/hourly")
+    assert len(received) == 2 and received[1].body == b'{"hello":"world"}'
+
+    await wait_for_executions(client, "hourly", 2)
+    after = await client.describe("hourly")
+    assert after.upcoming_ms[0] == start
+    assert after.schedule.next_fire_ms == created.schedule.next_fire_ms
+    assert after.schedule.fired_count == 0 and after.schedule.version == 1
+    assert {e.delivery_id for e in after.recent} == {first.delivery_id, plain.delivery_id}
+
+
+async def test_trigger_of_a_paused_one_shot_fires_and_the_one_shot_still_waits(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    later = now_ms() + HOUR_MS
+    await client.create("later", spec(sink.url + "/later", triggers.OnceTrigger(later)))
+    await client.pause("later")
+    await client.trigger("later")
+    await sink.wait_for("/later", 1, timeout_s=10)
+    await wait_for_executions(client, "later", 1)
+    resumed = await client.resume("later")
+    assert resumed.state is ScheduleState.ACTIVE and resumed.fired_count == 0
+    assert (await client.describe("later")).upcoming_ms == (later,)
+
+
+async def test_a_triggered_run_is_retried_and_dead_lettered_with_its_payload(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    failing = True
+    sink.responder = lambda path, n: 500 if failing else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=2, initial_delay_ms=100)
+    start = now_ms() + HOUR_MS
+    await client.create(
+        "flaky", spec(sink.url + "/flaky", triggers.OnceTrigger(start), retry=retry)
+    )
+    run = await client.trigger("flaky", b"mine")
+    attempts = await sink.wait_for("/flaky", 2, timeout_s=10)
+    assert [(a.body, a.delivery_id) for a in attempts] == [(b"mine", run.delivery_id)] * 2
+    letter = None
+    for _ in range(100):
+        letters = (await client.dead_letters(DeadLetterRange(key="flaky"))).items
+        if letters:
+            [letter] = letters
+            break
+        await asyncio.sleep(0.1)
+    assert letter is not None and letter.delivery_id == run.delivery_id
+    failing = False
+    await client.redrive(firing_ids=[letter.firing_id])
+    *_, redriven = await sink.wait_for("/flaky", 3, timeout_s=10)
+    assert (redriven.body, redriven.delivery_id) == (b"mine", run.delivery_id)
+
+
+async def test_trigger_refuses_what_it_cannot_do(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    await client.create("gone", spec(sink.url + "/gone", triggers.OnceTrigger(now_ms() + HOUR_MS)))
+    await client.cancel("gone")
+    with pytest.raises(FailedPrecondition, match="cancelled"):
+        await client.trigger("gone")
+    with pytest.raises(NotFound):
+        await client.trigger("never-created")
+    await client.create("ok", spec(sink.url + "/ok", triggers.OnceTrigger(now_ms() + HOUR_MS)))
+    for kwargs, field in (
+        ({"payload": b"x" * (64 * 1024 + 1)}, "payload"),
+        ({"request_id": "has space"}, "request_id"),
+        ({"request_id": "r" * 201}, "request_id"),
+    ):
+        with pytest.raises(InvalidArgument) as err:
+            await client.trigger("ok", **kwargs)
+        assert err.value.field == field
+    await asyncio.sleep(0.3)
+    assert sink.at("/ok") == [] and sink.at("/gone") == []
