@@ -51,6 +51,7 @@ from clockwork_svc.api.v1.model import (
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.load import ClusterLoad
 from clockwork_svc.domain.model import (
+    Backfilled,
     Created,
     Execution,
     RedriveResult,
@@ -227,6 +228,14 @@ class ClockworkClient:
         if payload is not None:
             request.payload = payload
         return convert.triggered_from_pb(await self._unary(self._stub.TriggerSchedule, request))
+
+    async def backfill(self, key: str, start_ms: int, end_ms: int) -> Backfilled:
+        """Fire the occurrences the schedule had in [start, end) now, in order, each
+        with the delivery id it had (at most 1000 per call)."""
+        request = pb.BackfillScheduleRequest(
+            key=key, start=convert.ms_to_ts(start_ms), end=convert.ms_to_ts(end_ms)
+        )
+        return convert.backfilled_from_pb(await self._unary(self._stub.BackfillSchedule, request))
 
     async def list(self, page_size: int = 100, page_token: str = "") -> Page[Schedule]:
         request = pb.ListSchedulesRequest(page_size=page_size, page_token=page_token)

@@ -20,6 +20,7 @@ from clockwork_svc.abc import Clock, Store
 from clockwork_svc.create_batching import CreateBatcher
 from clockwork_svc.domain import planning, triggers
 from clockwork_svc.domain.model import (
+    Backfilled,
     ClusterLayout,
     Created,
     Execution,
@@ -52,6 +53,7 @@ MAX_BATCH = 1000
 # A trigger-now whose firing is not found this long after its request id was stored is
 # taken for a call that failed before writing it, and written by the repeat.
 TRIGGER_SETTLE_MS = 10_000
+MAX_BACKFILL = 1000
 # How many upcoming times and latest executions a describe or a preview answers with.
 DEFAULT_LISTED = 10
 MAX_LISTED = 100
@@ -355,6 +357,31 @@ class Scheduling:
         if not stored.written:
             await self._write_claimed(schedule, stored, payload, now)
         return Triggered(stored.delivery_id, stored.firing_id, stored.fire_at_ms, False)
+
+    async def backfill(self, tenant: str, key: str, start_ms: int, end_ms: int) -> Backfilled:
+        """Fire the occurrences the schedule had in [start, end), now, in order, each
+        with its delivery id; at most MAX_BACKFILL of them."""
+        validate_key(key)
+        now = self._clock.now_ms()
+        if end_ms <= start_ms:
+            raise InvalidArgument("end", "must be after start")
+        if end_ms > now:
+            raise InvalidArgument("end", "a backfill covers the past: must not be after now")
+        schedule = await self.get(tenant, key)
+        if schedule.state in (ScheduleState.PAUSED, ScheduleState.CANCELLED):
+            state = schedule.state.name.lower()
+            raise FailedPrecondition(f"schedule {key!r} is {state}; it cannot be backfilled")
+        firings = planning.backfill_firings(schedule, start_ms, end_ms, now, MAX_BACKFILL)
+        if firings is None:
+            raise InvalidArgument(
+                "end",
+                f"[start, end) holds more than {MAX_BACKFILL} occurrences; "
+                "backfill a shorter range at a time",
+            )
+        if not firings:
+            return Backfilled(0)
+        await self._put(*firings)
+        return Backfilled(len(firings), firings[0].occurrence_ms, firings[-1].occurrence_ms)
 
     async def _write_claimed(
         self, schedule: Schedule, stored: TriggerRequest, payload: bytes | None, now: int

@@ -107,6 +107,13 @@ def render() -> str:
         "A redrive of a triggered run's dead letter sends its payload again, with the same",
         "delivery id; like every redrive, it is skipped while the schedule is paused.",
         "",
+        "`BackfillSchedule` is Temporal's backfill of a past range, with the occurrences'",
+        "own delivery ids (a receiver deduplicates the ones it saw) and at most 1000",
+        "occurrences a call (a larger range is refused, naming `end`, rather than queued). It",
+        "sends every occurrence in the range, as under `ALLOW_ALL`, at the pace of the tenant's",
+        "delivery limits. A paused schedule is refused, since a pause supersedes pending",
+        "backfilled runs; Temporal backfills a paused schedule.",
+        "",
     ]
     for file in _descriptors().file:
         comments = _comments(file)

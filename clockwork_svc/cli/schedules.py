@@ -433,6 +433,29 @@ def trigger(
     click.echo(f"{verb}: {key}  due={iso(result.due_ms)}  id={result.delivery_id}")
 
 
+@schedule.command("backfill")
+@click.argument("key")
+@click.option("--from", "from_", required=True, help="First occurrence time (ISO 8601).")
+@click.option("--to", required=True, help="End of the range, exclusive (ISO 8601).")
+@client_options
+def backfill(key: str, from_: str, to: str, client: ClientSettings, as_json: bool) -> None:
+    """Fire the occurrences a schedule had in [--from, --to) now, in order, each with
+    the delivery id it had (at most 1000 per call)."""
+    start, end = time_ms(from_, "--from"), time_ms(to, "--to")
+    result = run_client(lambda c: c.backfill(key, start, end), client)
+    if as_json:
+        print_json(convert.backfilled_to_pb(result))
+        return
+    if not result.count:
+        click.echo(f"{key}: no occurrence in the range")
+        return
+    assert result.first_ms is not None and result.last_ms is not None
+    click.echo(
+        f"backfilled {result.count} occurrence{'' if result.count == 1 else 's'} of {key}: "
+        f"{iso(result.first_ms)} .. {iso(result.last_ms)}"
+    )
+
+
 _state_command("pause", "Stop firing until resumed.")
 _state_command("resume", "Resume a paused schedule from its next occurrence.")
 _state_command("cancel", "Cancel a schedule for good.")

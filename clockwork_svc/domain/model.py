@@ -196,6 +196,15 @@ class TriggerRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Backfilled:
+    """What a backfill fired: how many occurrences, the first's and the last's times."""
+
+    count: int
+    first_ms: int | None = None
+    last_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Triggered:
     """What a trigger-now did: the run it started, or (`triggered` False) the run an
     earlier call with the same request id started."""

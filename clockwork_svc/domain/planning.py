@@ -173,6 +173,23 @@ def preview(trigger: triggers.Trigger, from_ms: int, limit: int) -> list[int]:
     return triggers.upcoming(triggers.normalize(trigger, from_ms), from_ms, limit)
 
 
+def backfill_firings(
+    schedule: Schedule, start_ms: int, end_ms: int, now_ms: int, limit: int
+) -> list[Firing] | None:
+    """First attempts of the occurrences the schedule had in [start, end), each with
+    the delivery id it had, due now one millisecond apart (so in order), outside the
+    timetable (a redrive generation: no next occurrence is planned from them). None
+    when the range holds more than `limit`."""
+    trigger = effective_trigger(schedule)
+    found = [o for o in triggers.occurrences(trigger, start_ms, limit + 1) if o[1] < end_ms]
+    if len(found) > limit:
+        return None
+    return [
+        make_firing(schedule, seq, occurrence_ms, 1, now_ms + i, redrive=now_ms)
+        for i, (seq, occurrence_ms) in enumerate(found)
+    ]
+
+
 class Action(enum.Enum):
     DELIVER = "deliver"
     EXPIRE = "expire"

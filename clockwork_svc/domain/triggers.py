@@ -490,18 +490,24 @@ def first_at_or_after(trigger: Trigger, now_ms: int) -> tuple[int, int] | None:
 def upcoming(trigger: Trigger, from_ms: int, limit: int) -> list[int]:
     """The times of the first `limit` occurrences at or after `from_ms`, in order
     (fewer when the trigger runs out). `trigger` must be normalized."""
+    return [time for _, time in occurrences(trigger, from_ms, limit)]
+
+
+def occurrences(trigger: Trigger, from_ms: int, limit: int) -> list[tuple[int, int]]:
+    """(seq, time) of the first `limit` occurrences at or after `from_ms`, in order.
+    `trigger` must be normalized."""
     found = first_at_or_after(trigger, from_ms) if limit > 0 else None
     if found is None:
         return []
     seq, time = found
-    times = [time]
-    while len(times) < limit:
+    listed = [found]
+    while len(listed) < limit:
         nxt = occurrence(trigger, seq + 1, time)
         if nxt is None:
             break
         seq, time = seq + 1, nxt
-        times.append(time)
-    return times
+        listed.append((seq, time))
+    return listed
 
 
 def _cron_first_at_or_after(trigger: CronTrigger, now_ms: int) -> tuple[int, int] | None:

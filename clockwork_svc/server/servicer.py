@@ -216,6 +216,15 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         return convert.triggered_to_pb(triggered)
 
     @_rpc
+    async def BackfillSchedule(
+        self, request: pb.BackfillScheduleRequest, tenant: str
+    ) -> pb.BackfillScheduleResponse:
+        start, end = convert.backfill_range_from_pb(request)
+        return convert.backfilled_to_pb(
+            await self._scheduling.backfill(tenant, request.key, start, end)
+        )
+
+    @_rpc
     async def ListExecutions(
         self, request: pb.ListExecutionsRequest, tenant: str
     ) -> pb.ListExecutionsResponse:

@@ -17,7 +17,7 @@ import pytest
 from clockwork_svc import app
 from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.client import ClockworkClient
-from clockwork_svc.domain import triggers
+from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.model import ClusterLayout, Outcome, ScheduleState
 from clockwork_svc.domain.spec import RetryKind, RetryPolicy
 from clockwork_svc.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -239,3 +239,53 @@ async def test_trigger_refuses_what_it_cannot_do(
         assert err.value.field == field
     await asyncio.sleep(0.3)
     assert sink.at("/ok") == [] and sink.at("/gone") == []
+
+
+# --- backfill ---------------------------------------------------------------------------
+
+
+async def test_backfill_fires_past_occurrences_in_order_with_their_delivery_ids(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    start = (now_ms() // HOUR_MS - 10) * HOUR_MS
+    hourly = triggers.IntervalTrigger(HOUR_MS, start_ms=start)
+    created = (await client.create("hourly", spec(sink.url + "/hourly", hourly))).schedule
+    done = await client.backfill("hourly", start + 1, start + 4 * HOUR_MS)
+    expected = [start + i * HOUR_MS for i in (1, 2, 3)]
+    assert (done.count, done.first_ms, done.last_ms) == (3, expected[0], expected[-1])
+    got = await sink.wait_for("/hourly", 3, timeout_s=10)
+    ids = [identity.delivery_id(created.id, ms) for ms in expected]
+    assert sorted(r.delivery_id for r in got) == sorted(ids)
+    await wait_for_executions(client, "hourly", 3)
+    executions = (await client.executions("hourly")).items
+    assert sorted(e.occurrence_ms for e in executions) == expected
+    # In order: each due after the one before.
+    by_occurrence = sorted(executions, key=lambda e: e.occurrence_ms)
+    assert [e.due_ms for e in by_occurrence] == sorted(e.due_ms for e in by_occurrence)
+    after = await client.get("hourly")
+    assert (after.next_fire_ms, after.fired_count) == (created.next_fire_ms, 0)
+    empty = await client.backfill("hourly", start + 1, start + 2)
+    assert (empty.count, empty.first_ms) == (0, None)
+
+
+async def test_backfill_refuses_what_it_cannot_do(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    now = now_ms()
+    every_second = triggers.IntervalTrigger(1000, start_ms=now - 30 * 86_400_000)
+    await client.create("busy", spec(sink.url + "/busy", every_second))
+    for start, end, field in (
+        (now - 86_400_000, now, "end"),  # 86,400 occurrences
+        (now - 1000, now + 60_000, "end"),  # the future
+        (now - 1000, now - 2000, "end"),  # backwards
+    ):
+        with pytest.raises(InvalidArgument) as err:
+            await client.backfill("busy", start, end)
+        assert err.value.field == field
+    await client.pause("busy")
+    with pytest.raises(FailedPrecondition, match="paused"):
+        await client.backfill("busy", now - 5000, now)
+    with pytest.raises(NotFound):
+        await client.backfill("never-created", now - 5000, now)
+    await asyncio.sleep(0.3)
+    assert sink.at("/busy") == []

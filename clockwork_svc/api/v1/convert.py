@@ -28,6 +28,7 @@ from clockwork_svc.api.v1.model import (
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.domain.model import (
+    Backfilled,
     Created,
     DeadLetter,
     Execution,
@@ -110,6 +111,11 @@ def _opt_ts(msg: object, name: str, field: str) -> int | None:
     if not msg.HasField(name):  # type: ignore[attr-defined]
         return None
     return ts_to_ms(getattr(msg, name), field)
+
+
+def _set_opt_ts(msg: object, name: str, ms: int | None) -> None:
+    if ms is not None:
+        getattr(msg, name).CopyFrom(ms_to_ts(ms))
 
 
 def retry_from_pb(retry: pb.RetryPolicy, prefix: str) -> RetryPolicy:
@@ -335,6 +341,28 @@ def triggered_from_pb(t: pb.TriggerScheduleResponse) -> Triggered:
     return Triggered(t.delivery_id, t.firing_id, ts_to_ms(t.due_time, "due_time"), t.triggered)
 
 
+def backfill_range_from_pb(request: pb.BackfillScheduleRequest) -> tuple[int, int]:
+    for field in ("start", "end"):
+        if not request.HasField(field):
+            raise InvalidArgument(field, "is required")
+    return ts_to_ms(request.start, "start"), ts_to_ms(request.end, "end")
+
+
+def backfilled_to_pb(b: Backfilled) -> pb.BackfillScheduleResponse:
+    out = pb.BackfillScheduleResponse(count=b.count)
+    _set_opt_ts(out, "first_occurrence_time", b.first_ms)
+    _set_opt_ts(out, "last_occurrence_time", b.last_ms)
+    return out
+
+
+def backfilled_from_pb(b: pb.BackfillScheduleResponse) -> Backfilled:
+    return Backfilled(
+        b.count,
+        _opt_ts(b, "first_occurrence_time", "first_occurrence_time"),
+        _opt_ts(b, "last_occurrence_time", "last_occurrence_time"),
+    )
+
+
 def _outcome_from_pb(outcome: pb.Outcome.ValueType, field: str) -> Outcome | None:
     if outcome == pb.OUTCOME_UNSPECIFIED:
         return None
@@ -483,10 +511,8 @@ def dead_letter_page_from_pb(reply: pb.ListDeadLettersResponse) -> Page[DeadLett
 
 def range_to_pb(window: DeadLetterRange) -> pb.DeadLetterRange:
     out = pb.DeadLetterRange(key=window.key)
-    if window.since_ms is not None:
-        out.since.CopyFrom(ms_to_ts(window.since_ms))
-    if window.until_ms is not None:
-        out.until.CopyFrom(ms_to_ts(window.until_ms))
+    _set_opt_ts(out, "since", window.since_ms)
+    _set_opt_ts(out, "until", window.until_ms)
     return out
 
 

@@ -753,6 +753,63 @@ class TriggerScheduleRequest(_message.Message):
 Global___TriggerScheduleRequest: _TypeAlias = TriggerScheduleRequest  # noqa: Y015
 
 @_typing.final
+class BackfillScheduleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    @_builtins.property
+    def start(self) -> _timestamp_pb2.Timestamp:
+        """The range of occurrence times: start inclusive, end exclusive and not after now."""
+
+    @_builtins.property
+    def end(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        start: _timestamp_pb2.Timestamp | None = ...,
+        end: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "key", b"key", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillScheduleRequest: _TypeAlias = BackfillScheduleRequest  # noqa: Y015
+
+@_typing.final
+class BackfillScheduleResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: _builtins.int
+    FIRST_OCCURRENCE_TIME_FIELD_NUMBER: _builtins.int
+    LAST_OCCURRENCE_TIME_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    """How many occurrences were fired (0: none in the range)."""
+    @_builtins.property
+    def first_occurrence_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_occurrence_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        count: _builtins.int = ...,
+        first_occurrence_time: _timestamp_pb2.Timestamp | None = ...,
+        last_occurrence_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first_occurrence_time", b"first_occurrence_time", "last_occurrence_time", b"last_occurrence_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "first_occurrence_time", b"first_occurrence_time", "last_occurrence_time", b"last_occurrence_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillScheduleResponse: _TypeAlias = BackfillScheduleResponse  # noqa: Y015
+
+@_typing.final
 class TriggerScheduleResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

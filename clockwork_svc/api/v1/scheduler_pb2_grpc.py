@@ -84,6 +84,11 @@ class SchedulerServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.FromString,
                 _registered_method=True)
+        self.BackfillSchedule = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/BackfillSchedule',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleResponse.FromString,
+                _registered_method=True)
         self.ListExecutions = channel.unary_unary(
                 '/clockwork.api.v1.SchedulerService/ListExecutions',
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListExecutionsRequest.SerializeToString,
@@ -191,6 +196,17 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillSchedule(self, request, context):
+        """Fires the occurrences the schedule had in a past range [start, end), now, in
+        order, each with the delivery id it had (a receiver that saw one deduplicates
+        it), at the pace the tenant's delivery limits allow. At most 1000 occurrences per
+        call. Does not move the timetable. Refused for a paused or cancelled schedule; a
+        pause or cancel supersedes the backfilled runs not yet sent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListExecutions(self, request, context):
         """Lists delivery attempts of a schedule, newest first.
         """
@@ -267,6 +283,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.TriggerSchedule,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.SerializeToString,
+            ),
+            'BackfillSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillSchedule,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleResponse.SerializeToString,
             ),
             'ListExecutions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListExecutions,
@@ -554,6 +575,33 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/TriggerSchedule',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.TriggerScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/BackfillSchedule',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BackfillScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

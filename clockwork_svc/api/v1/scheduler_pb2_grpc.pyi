@@ -81,6 +81,13 @@ class SchedulerServiceStub:
     delivery id of its own. Works on active, paused and completed schedules; a cancel
     supersedes a trigger that has not been sent. Idempotent on `request_id`.
     """
+    BackfillSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.BackfillScheduleRequest, _scheduler_pb2.BackfillScheduleResponse]
+    """Fires the occurrences the schedule had in a past range [start, end), now, in
+    order, each with the delivery id it had (a receiver that saw one deduplicates
+    it), at the pace the tenant's delivery limits allow. At most 1000 occurrences per
+    call. Does not move the timetable. Refused for a paused or cancelled schedule; a
+    pause or cancel supersedes the backfilled runs not yet sent.
+    """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]
     """Lists delivery attempts of a schedule, newest first."""
     ListDeadLetters: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListDeadLettersRequest, _scheduler_pb2.ListDeadLettersResponse]
@@ -139,6 +146,13 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     delivered, retried, recorded and dead-lettered like any other occurrence, with a
     delivery id of its own. Works on active, paused and completed schedules; a cancel
     supersedes a trigger that has not been sent. Idempotent on `request_id`.
+    """
+    BackfillSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.BackfillScheduleRequest, _scheduler_pb2.BackfillScheduleResponse]  # type: ignore[assignment]
+    """Fires the occurrences the schedule had in a past range [start, end), now, in
+    order, each with the delivery id it had (a receiver that saw one deduplicates
+    it), at the pace the tenant's delivery limits allow. At most 1000 occurrences per
+    call. Does not move the timetable. Refused for a paused or cancelled schedule; a
+    pause or cancel supersedes the backfilled runs not yet sent.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListExecutionsRequest, _scheduler_pb2.ListExecutionsResponse]  # type: ignore[assignment]
     """Lists delivery attempts of a schedule, newest first."""
@@ -255,6 +269,19 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         delivered, retried, recorded and dead-lettered like any other occurrence, with a
         delivery id of its own. Works on active, paused and completed schedules; a cancel
         supersedes a trigger that has not been sent. Idempotent on `request_id`.
+        """
+
+    @_abc_1.abstractmethod
+    def BackfillSchedule(
+        self,
+        request: _scheduler_pb2.BackfillScheduleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.BackfillScheduleResponse, _abc.Awaitable[_scheduler_pb2.BackfillScheduleResponse]]:
+        """Fires the occurrences the schedule had in a past range [start, end), now, in
+        order, each with the delivery id it had (a receiver that saw one deduplicates
+        it), at the pace the tenant's delivery limits allow. At most 1000 occurrences per
+        call. Does not move the timetable. Refused for a paused or cancelled schedule; a
+        pause or cancel supersedes the backfilled runs not yet sent.
         """
 
     @_abc_1.abstractmethod

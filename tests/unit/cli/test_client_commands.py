@@ -81,6 +81,11 @@ def call_of(calls: list[Call], *args: str, env: dict[str, str] | None = None) ->
         (["schedule", "get", "k", "--upcoming", "3", "--executions", "0"], "describe", ("k", 3, 0)),
         (["schedule", "trigger", "k"], "trigger", ("k", None, "")),
         (
+            ["schedule", "backfill", "k", "--from", "2030-01-01T00:00:00Z", "--to", "2030-01-02"],
+            "backfill",
+            ("k", NEW_YEAR_2030_MS, NEW_YEAR_2030_MS + 86_400_000),
+        ),
+        (
             ["schedule", "trigger", "k", "--payload", "x", "--request-id", "r1"],
             "trigger",
             ("k", b"x", "r1"),

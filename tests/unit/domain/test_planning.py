@@ -254,3 +254,22 @@ def test_a_triggered_runs_retry_and_dead_letter_keep_its_payload_and_id() -> Non
     again = planning.redrive_firing(schedule, letter, T0 + 1000)
     assert (again.payload, again.delivery_id) == (b"mine", run.delivery_id)
     assert planning.is_triggered(again)
+
+
+def test_backfill_fires_each_past_occurrence_once_in_order_with_its_delivery_id() -> None:
+    every = spec(IntervalTrigger(60_000, start_ms=T0, count=5))
+    schedule, _ = planning.new_schedule("t", "k", every, "id", T0 - 1, LAYOUT)
+    now = T0 + 3_600_000
+    firings = planning.backfill_firings(schedule, T0 + 1, T0 + 10 * 60_000, now, 10)
+    assert firings is not None
+    # The trigger's count bounds it: occurrences 1..4 (the range starts after 0).
+    assert [f.occurrence_ms for f in firings] == [T0 + i * 60_000 for i in (1, 2, 3, 4)]
+    assert [f.fire_at_ms for f in firings] == [now, now + 1, now + 2, now + 3]
+    assert [f.delivery_id for f in firings] == [
+        identity.delivery_id("id", f.occurrence_ms) for f in firings
+    ]
+    # Outside the timetable: nothing is planned from them.
+    plan = planning.plan_dispatch(schedule, firings[0], now)
+    assert (plan.action, plan.next_firing, plan.progress) == (planning.Action.DELIVER, None, None)
+    assert planning.backfill_firings(schedule, T0, T0 + 10 * 60_000, now, 4) is None
+    assert planning.backfill_firings(schedule, T0, T0 + 4 * 60_000, now, 4) is not None
