@@ -259,8 +259,9 @@ class ClockworkClient:
         )
         return convert.schedule_from_pb(await self._unary(self._stub.UpdateSchedule, request))
 
-    async def pause(self, key: str) -> Schedule:
-        request = pb.PauseScheduleRequest(key=key)
+    async def pause(self, key: str, note: str = "") -> Schedule:
+        """Pause, keeping `note` (who and why) with the schedule until it is resumed."""
+        request = pb.PauseScheduleRequest(key=key, note=note)
         return convert.schedule_from_pb(await self._unary(self._stub.PauseSchedule, request))
 
     async def resume(self, key: str) -> Schedule:

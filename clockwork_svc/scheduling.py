@@ -37,6 +37,7 @@ from clockwork_svc.domain.spec import (
     Limits,
     ScheduleSpec,
     validate_key,
+    validate_note,
     validate_spec,
 )
 from clockwork_svc.errors import (
@@ -269,8 +270,10 @@ class Scheduling:
                 raise Conflict("schedule changed concurrently")
         raise Conflict("schedule keeps changing concurrently; try again")
 
-    async def pause(self, tenant: str, key: str) -> Schedule:
-        return await self._transition(tenant, key, ScheduleState.PAUSED)
+    async def pause(self, tenant: str, key: str, note: str = "") -> Schedule:
+        """Pause, keeping `note` (who and why) with it until it is resumed."""
+        validate_note(note)
+        return await self._transition(tenant, key, ScheduleState.PAUSED, note)
 
     async def resume(self, tenant: str, key: str) -> Schedule:
         return await self._transition(tenant, key, ScheduleState.ACTIVE)
@@ -278,7 +281,9 @@ class Scheduling:
     async def cancel(self, tenant: str, key: str) -> Schedule:
         return await self._transition(tenant, key, ScheduleState.CANCELLED)
 
-    async def _transition(self, tenant: str, key: str, target: ScheduleState) -> Schedule:
+    async def _transition(
+        self, tenant: str, key: str, target: ScheduleState, note: str = ""
+    ) -> Schedule:
         for _ in range(_CAS_ATTEMPTS):
             current = await self.get(tenant, key)
             if current.state is target:
@@ -289,7 +294,12 @@ class Scheduling:
                 raise FailedPrecondition("schedule is cancelled")
             if current.state is ScheduleState.COMPLETED and target is not ScheduleState.CANCELLED:
                 raise FailedPrecondition("schedule is completed")
-            changed = dataclasses.replace(current, state=target)
+            # A pause keeps its note; a resume clears it and starts counting failures
+            # afresh; a cancel keeps the last note.
+            kept = current.note if target is ScheduleState.CANCELLED else note
+            changed = dataclasses.replace(current, state=target, note=kept)
+            if target is ScheduleState.ACTIVE:
+                changed = dataclasses.replace(changed, failures_in_row=0)
             result = await self._change(current, changed, arm=target is ScheduleState.ACTIVE)
             if result is not None:
                 return result

@@ -131,6 +131,8 @@ def _print_schedule(s: Schedule, as_json: bool) -> None:
         f"next={_time(s.next_fire_ms)}  last={_time(s.last_fire_ms)} "
         f"({s.last_outcome.name if s.last_outcome else '-'})  "
         f"fired={s.fired_count}"
+        + (f"  failed-in-a-row={s.failures_in_row}" if s.failures_in_row else "")
+        + (f"  note: {s.note}" if s.note else "")
     )
 
 
@@ -210,6 +212,7 @@ def _spec(
     max_attempts: int | None,
     timeout: str | None,
     ordering_key: str,
+    pause_after_failures: int,
 ) -> ScheduleSpec:
     return ScheduleSpec(
         trigger=_trigger(at, in_, every, cron, tz, count),
@@ -217,6 +220,7 @@ def _spec(
         payload=payload.encode(),
         retry=_retry(max_attempts),
         ordering_key=ordering_key,
+        pause_after_failures=pause_after_failures,
     )
 
 
@@ -244,6 +248,12 @@ _spec_options = option_group(
             ),
             click.option("--timeout", default=None, help="Per-attempt timeout (e.g. 5s)."),
             click.option("--ordering-key", default="", help="Deliver in order per key."),
+            click.option(
+                "--pause-after-failures",
+                type=click.IntRange(0, 1000),
+                default=0,
+                help="Pause after N occurrences in a row failed for good (0: never).",
+            ),
         ]
     ),
 )
@@ -456,7 +466,15 @@ def backfill(key: str, from_: str, to: str, client: ClientSettings, as_json: boo
     )
 
 
-_state_command("pause", "Stop firing until resumed.")
+@schedule.command("pause")
+@click.argument("key")
+@click.option("--note", default="", help="Who paused it and why (shown by get and list).")
+@client_options
+def pause(key: str, note: str, client: ClientSettings, as_json: bool) -> None:
+    """Stop firing until resumed."""
+    _print_schedule(run_client(lambda c: c.pause(key, note), client), as_json)
+
+
 _state_command("resume", "Resume a paused schedule from its next occurrence.")
 _state_command("cancel", "Cancel a schedule for good.")
 

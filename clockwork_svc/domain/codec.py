@@ -117,6 +117,8 @@ def spec_to_json(spec: ScheduleSpec) -> str:
         "ordering_key": spec.ordering_key,
         "misfire": spec.misfire.value,
     }
+    if spec.pause_after_failures:
+        doc["pause_after_failures"] = spec.pause_after_failures
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
@@ -132,4 +134,5 @@ def spec_from_json(text: str, payload: bytes) -> ScheduleSpec:
         jitter_ms=doc.get("jitter_ms", 0),
         ordering_key=doc.get("ordering_key", ""),
         misfire=MisfirePolicy(doc.get("misfire", "fire_latest")),
+        pause_after_failures=doc.get("pause_after_failures", 0),
     )

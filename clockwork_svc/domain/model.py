@@ -49,6 +49,10 @@ class Schedule:
     last_fire_ms: int | None = None
     last_outcome: Outcome | None = None
     fired_count: int = 0
+    # Who paused it and why (set by a pause, cleared by a resume).
+    note: str = ""
+    # Occurrences in a row that failed for good (reset by a success).
+    failures_in_row: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,7 @@ class Progress:
     last_fire_ms: int | None
     last_outcome: Outcome | None
     fired_count: int
+    failures_in_row: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,8 +255,46 @@ def plan_dispatch(
         last_fire_ms=now_ms,
         last_outcome=schedule.last_outcome,
         fired_count=schedule.fired_count + 1,
+        failures_in_row=schedule.failures_in_row,
     )
     return Dispatch(action, next_firing, progress, completes=next_firing is None)
+
+
+def failures_in_row(previous: int, outcome: Outcome) -> int:
+    """The count of occurrences in a row that failed for good, after one with this
+    outcome (retrying and expired ones leave it as it was)."""
+    if outcome is Outcome.FAILED:
+        return previous + 1
+    if outcome is Outcome.SUCCEEDED:
+        return 0
+    return previous
+
+
+def paused_for_failures(
+    schedule: Schedule, failures: int, execution: Execution, now_ms: int
+) -> Schedule | None:
+    """The schedule paused by its `pause_after_failures` opt-in, with a note saying
+    why; None when it stays as it is."""
+    limit = schedule.spec.pause_after_failures
+    if (
+        not limit
+        or failures < limit
+        or execution.outcome is not Outcome.FAILED
+        or schedule.state is not ScheduleState.ACTIVE
+    ):
+        return None
+    note = (
+        f"paused by Clockwork after {failures} occurrences in a row failed "
+        f"(pause_after_failures {limit}); the last: {execution.error[:200]}"
+    )
+    return dataclasses.replace(
+        schedule,
+        state=ScheduleState.PAUSED,
+        version=schedule.version + 1,
+        updated_ms=now_ms,
+        next_fire_ms=None,
+        note=note,
+    )
 
 
 def next_occurrence(schedule: Schedule, firing: Firing, now_ms: int) -> tuple[int, int] | None:

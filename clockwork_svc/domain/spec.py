@@ -119,10 +119,22 @@ class ScheduleSpec:
     jitter_ms: int = 0
     ordering_key: str = ""
     misfire: MisfirePolicy = MisfirePolicy.FIRE_LATEST
+    # Pause the schedule after this many consecutive occurrences failed for good
+    # (dead-lettered); 0: never.
+    pause_after_failures: int = 0
 
     @property
     def effective_relevancy_ms(self) -> int:
         return self.relevancy_window_ms or DEFAULT_RELEVANCY_MS
+
+
+MAX_PAUSE_AFTER_FAILURES = 1000
+MAX_NOTE_CHARS = 1024
+
+
+def validate_note(note: str, name: str = "note") -> None:
+    if len(note) > MAX_NOTE_CHARS:
+        raise InvalidArgument(name, f"is {len(note)} characters; at most {MAX_NOTE_CHARS}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,10 @@ def validate_spec(spec: ScheduleSpec, limits: Limits, prefix: str = "spec") -> N
             f"is {len(spec.payload)} bytes; the limit is {limits.max_payload_bytes}",
         )
     _validate_retry(spec.retry, f"{prefix}.retry")
+    if not 0 <= spec.pause_after_failures <= MAX_PAUSE_AFTER_FAILURES:
+        raise InvalidArgument(
+            f"{prefix}.pause_after_failures", f"must be between 0 and {MAX_PAUSE_AFTER_FAILURES}"
+        )
     if not 0 <= spec.relevancy_window_ms <= MAX_RELEVANCY_MS:
         raise InvalidArgument(f"{prefix}.relevancy_window", "must be between 0 and 30 days")
     if not 0 <= spec.jitter_ms <= MAX_JITTER_MS:

@@ -197,7 +197,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
 
     @_rpc
     async def PauseSchedule(self, request: pb.PauseScheduleRequest, tenant: str) -> pb.Schedule:
-        return convert.schedule_to_pb(await self._scheduling.pause(tenant, request.key))
+        return convert.schedule_to_pb(
+            await self._scheduling.pause(tenant, request.key, request.note)
+        )
 
     @_rpc
     async def ResumeSchedule(self, request: pb.ResumeScheduleRequest, tenant: str) -> pb.Schedule:

@@ -100,6 +100,8 @@ def _schedule_values(s: Schedule) -> tuple[Any, ...]:
         s.last_fire_ms,
         s.last_outcome.value if s.last_outcome else None,
         s.fired_count,
+        s.note,
+        s.failures_in_row,
     )
 
 
@@ -118,6 +120,8 @@ def _schedule(row: Row) -> Schedule:
         last_fire_ms=row["last_fire_ms"],
         last_outcome=Outcome(row["last_outcome"]) if row["last_outcome"] else None,
         fired_count=row["fired_count"] or 0,
+        note=row["note"] or "",
+        failures_in_row=row["failures_in_row"] or 0,
     )
 
 
@@ -138,16 +142,27 @@ SCHEDULES: Table[Schedule] = Table(
         "last_fire_ms",
         "last_outcome",
         "fired_count",
+        "note",
+        "failures_in_row",
     ),
     ("tenant", "key"),
     _schedule_values,
     _schedule,
 )
 
-SCHEDULE_CHANGE = ("spec", "payload", "state", "version", "updated_ms", "next_fire_ms")
+SCHEDULE_CHANGE = (
+    "spec",
+    "payload",
+    "state",
+    "version",
+    "updated_ms",
+    "next_fire_ms",
+    "note",
+    "failures_in_row",
+)
 """What a version change (update, pause, resume, cancel) rewrites of a schedule."""
 
-PROGRESS = ("next_fire_ms", "last_fire_ms", "last_outcome", "fired_count")
+PROGRESS = ("next_fire_ms", "last_fire_ms", "last_outcome", "fired_count", "failures_in_row")
 """What a worker records of a schedule after each occurrence."""
 
 
@@ -158,6 +173,7 @@ def progress_values(p: Progress) -> tuple[Any, ...]:
         p.last_fire_ms,
         p.last_outcome.value if p.last_outcome else None,
         p.fired_count,
+        p.failures_in_row,
     )
 
 

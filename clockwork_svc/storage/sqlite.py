@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS schedules (
     payload BLOB NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL,
     created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, shard INTEGER NOT NULL,
     next_fire_ms INTEGER, last_fire_ms INTEGER, last_outcome TEXT,
-    fired_count INTEGER NOT NULL DEFAULT 0,
+    fired_count INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '',
+    failures_in_row INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS firings (
     shard INTEGER NOT NULL, bucket INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL,
@@ -510,6 +511,11 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE firings ADD COLUMN payload BLOB")
     if "payload" not in {row[1] for row in conn.execute("PRAGMA table_info(dead_letters)")}:
         conn.execute("ALTER TABLE dead_letters ADD COLUMN payload BLOB")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(schedules)")}
+    if "note" not in columns:
+        conn.execute("ALTER TABLE schedules ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+    if "failures_in_row" not in columns:
+        conn.execute("ALTER TABLE schedules ADD COLUMN failures_in_row INTEGER NOT NULL DEFAULT 0")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
     if "limits" not in columns:
         conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")

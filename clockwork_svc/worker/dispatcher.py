@@ -12,6 +12,7 @@ idempotent upsert, so re-running a firing after a crash repeats no damage.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Protocol
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
+    Execution,
     Firing,
     FiringRecord,
     Outcome,
@@ -28,7 +30,10 @@ from clockwork_svc.domain.model import (
     ScheduleState,
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
+from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.worker.firing_observer import FiringObserver
+
+log = logging.getLogger(__name__)
 
 
 class TenantSource(Protocol):
@@ -141,6 +146,7 @@ class Dispatcher:
             schedule.last_fire_ms,
             schedule.last_outcome,
             schedule.fired_count,
+            schedule.failures_in_row,
         )
         return _Turn(
             firing,
@@ -191,10 +197,13 @@ class Dispatcher:
         elif retry is None and _may_block(firing):
             ordering_block = ""
         failed = execution.outcome is Outcome.FAILED
+        failures = planning.failures_in_row(turn.progress.failures_in_row, execution.outcome)
         await self._store.record_firing(
             FiringRecord(
                 execution,
-                dataclasses.replace(turn.progress, last_outcome=execution.outcome),
+                dataclasses.replace(
+                    turn.progress, last_outcome=execution.outcome, failures_in_row=failures
+                ),
                 # A plain upsert naming this version (not a compare-and-set).
                 completes_version=schedule.version if turn.completes else None,
                 completed_ms=result.finished_ms,
@@ -204,6 +213,8 @@ class Dispatcher:
             )
         )
         await self._store.mark_done(firing)
+        if failed and turn.effective.spec.pause_after_failures:
+            await self._pause_for_failures(schedule, failures, execution, result.finished_ms)
 
     async def _put(self, firing: Firing) -> None:
         await self._store.put_firings([firing])
@@ -220,6 +231,21 @@ class Dispatcher:
         """A retried delivery of an ordering key resolved: lift the key's stored block."""
         if _may_block(firing):
             await self._store.set_ordering_block(firing.tenant, firing.ordering_key, "")
+
+    async def _pause_for_failures(
+        self, schedule: Schedule, failures: int, execution: Execution, now: int
+    ) -> None:
+        """The schedule opted in to pausing after this many failures in a row: pause it
+        (the firing is done; a store error leaves the pause to the next failure)."""
+        try:
+            current = await self._store.get_schedule(schedule.tenant, schedule.key)
+            if current is None or current.id != schedule.id:
+                return
+            paused = planning.paused_for_failures(current, failures, execution, now)
+            if paused is not None and await self._store.replace_schedule(paused, current.version):
+                self._observer.schedule_paused(schedule.tenant, schedule.key, paused.note)
+        except StoreUnavailable as exc:
+            log.warning("schedule %s/%s not paused: %s", schedule.tenant, schedule.key, exc)
 
     async def _stop_schedule(self, schedule: Schedule, now: int) -> None:
         """The target answered 410 Gone: cancel the schedule (as a client's cancel would)."""

@@ -38,5 +38,8 @@ class FiringObserver:
                 execution.error,
             )
 
+    def schedule_paused(self, tenant: str, key: str, note: str) -> None:
+        log.warning("schedule %s/%s %s", tenant, key, note)
+
     def schedule_stopped(self, tenant: str, key: str) -> None:
         log.info("schedule %s/%s cancelled: target answered 410 Gone", tenant, key)

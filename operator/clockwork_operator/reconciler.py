@@ -163,6 +163,7 @@ def observed(schedule: Schedule, upcoming_ms: Sequence[int] = ()) -> Observed:
         description=triggers.describe(schedule.spec.trigger),
         tenant=schedule.tenant,
         upcoming_ms=tuple(upcoming_ms),
+        note=schedule.note,
     )
 
 

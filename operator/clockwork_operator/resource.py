@@ -80,10 +80,18 @@ def desired(spec: Mapping[str, Any]) -> Desired:
             jitter_ms=_duration(spec, "jitter", "spec.jitter"),
             ordering_key=_text(spec, "orderingKey", "spec.orderingKey"),
             misfire=_misfire(spec),
+            pause_after_failures=_pause_after_failures(spec),
         ),
         suspend=bool(spec.get("suspend", False)),
         secret=_secret(_mapping(spec, "tenantSecretRef", "spec.tenantSecretRef")),
     )
+
+
+def _pause_after_failures(spec: Mapping[str, Any]) -> int:
+    value = spec.get("pauseAfterFailures", 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 1000:
+        raise SpecError("spec.pauseAfterFailures", "must be an integer from 0 to 1000")
+    return value
 
 
 def _trigger(schedule: Mapping[str, Any]) -> triggers.Trigger:
@@ -256,6 +264,7 @@ class Observed:
     description: str
     tenant: str
     upcoming_ms: tuple[int, ...] = ()
+    note: str = ""
 
 
 def status(observed: Observed, generation: int | None) -> dict[str, Any]:
@@ -271,6 +280,7 @@ def status(observed: Observed, generation: int | None) -> dict[str, Any]:
         "lastOutcome": observed.last_outcome,
         "firedCount": observed.fired_count,
         "upcomingFireTimes": [format_time_ms(ms) for ms in observed.upcoming_ms],
+        "pauseNote": observed.note or None,
     }
 
 

@@ -218,6 +218,28 @@ async def test_replace_keeps_runtime_columns_and_progress_keeps_spec(store: Stor
     assert got.version == 2 and got.spec == s.spec and got.next_fire_ms == T0 + 11
 
 
+async def test_a_pause_note_and_the_failures_in_a_row_round_trip(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k")
+    await store.insert_schedule(s)
+    progress = Progress(T0 + 9, T0 + 8, Outcome.FAILED, 4, failures_in_row=3)
+    await record_progress(store, t, "k", progress)
+    got = await store.get_schedule(t, "k")
+    assert got is not None and (got.failures_in_row, got.note) == (3, "")
+    paused = dataclasses.replace(
+        got, state=ScheduleState.PAUSED, version=2, note="ann: INC-42 \u2013 receiver down"
+    )
+    assert await store.replace_schedule(paused, 1)
+    assert await store.get_schedule(t, "k") == paused
+    [listed] = await store.list_schedules(t, None, 10)
+    assert listed == paused
+    resumed = dataclasses.replace(
+        paused, state=ScheduleState.ACTIVE, version=3, note="", failures_in_row=0
+    )
+    assert await store.replace_schedule(resumed, 2)
+    assert await store.get_schedule(t, "k") == resumed
+
+
 async def test_complete_marks_the_current_active_version_completed(store: Store) -> None:
     t = tenant()
     s = make_schedule(t, "k")

@@ -289,3 +289,58 @@ async def test_backfill_refuses_what_it_cannot_do(
         await client.backfill("never-created", now - 5000, now)
     await asyncio.sleep(0.3)
     assert sink.at("/busy") == []
+
+
+# --- pause with a note; pause after failures ---------------------------------------------
+
+
+async def test_a_pause_keeps_its_note_until_the_resume(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    later = triggers.OnceTrigger(now_ms() + HOUR_MS)
+    await client.create("job", spec(sink.url + "/job", later))
+    paused = await client.pause("job", "ann: migrating the receiver, INC-42")
+    assert paused.note == "ann: migrating the receiver, INC-42"
+    again = await client.pause("job", "bob: a second pause")
+    assert again.note == paused.note and again.version == paused.version
+    [listed] = (await client.list()).items
+    assert listed.note == paused.note
+    resumed = await client.resume("job")
+    assert resumed.note == "" and resumed.state is ScheduleState.ACTIVE
+    with pytest.raises(InvalidArgument) as err:
+        await client.pause("job", "x" * 1025)
+    assert err.value.field == "note"
+    with pytest.raises(InvalidArgument) as err:
+        await client.create("bad", spec(sink.url + "/bad", later, pause_after_failures=1001))
+    assert err.value.field == "spec.pause_after_failures"
+
+
+async def test_a_schedule_pauses_itself_after_failures_in_a_row(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: 500
+    start = (now_ms() // 1000 + 1) * 1000
+    every_second = triggers.IntervalTrigger(1000, start_ms=start)
+    no_retry = RetryPolicy(RetryKind.NONE)
+    await client.create(
+        "doomed",
+        spec(sink.url + "/doomed", every_second, retry=no_retry, pause_after_failures=3),
+    )
+    for _ in range(150):
+        schedule = await client.get("doomed")
+        if schedule.state is ScheduleState.PAUSED:
+            break
+        await asyncio.sleep(0.1)
+    assert schedule.state is ScheduleState.PAUSED
+    # Three in a row pause it (a fourth, due a second later, may fail before the pause).
+    assert schedule.failures_in_row in (3, 4)
+    assert "occurrences in a row failed" in schedule.note and "HTTP 500" in schedule.note
+    sent = len(sink.at("/doomed"))
+    assert sent == schedule.failures_in_row
+    await asyncio.sleep(1.5)
+    assert len(sink.at("/doomed")) == sent  # paused: nothing more
+    resumed = await client.resume("doomed")
+    assert (resumed.failures_in_row, resumed.note) == (0, "")
+    sink.responder = lambda path, n: 200
+    await sink.wait_for("/doomed", sent + 2, timeout_s=10)
+    await client.cancel("doomed")

@@ -39,6 +39,7 @@ def test_cron_with_zone_http_target_and_everything_else() -> None:
             "relevancyWindow": "10m",
             "misfire": "skip",
             "orderingKey": "acct-1",
+            "pauseAfterFailures": 5,
             "suspend": True,
             "tenantSecretRef": {"name": "acme-token"},
         }
@@ -54,6 +55,7 @@ def test_cron_with_zone_http_target_and_everything_else() -> None:
     assert want.spec.relevancy_window_ms == 600_000
     assert want.spec.misfire is MisfirePolicy.SKIP
     assert want.spec.ordering_key == "acct-1"
+    assert want.spec.pause_after_failures == 5
     assert want.suspend is True
     assert want.secret == SecretRef("acme-token", "token", "tenant")
 
@@ -105,6 +107,8 @@ def test_interval_once_and_kafka() -> None:
         (http(retry={"maxAttempts": -1}), "spec.retry.maxAttempts"),
         (http(retry={"multiplier": "x"}), "spec.retry.multiplier"),
         (http(misfire="later"), "spec.misfire"),
+        (http(pauseAfterFailures=1001), "spec.pauseAfterFailures"),
+        (http(pauseAfterFailures="3"), "spec.pauseAfterFailures"),
         (http(relevancyWindow="forever"), "spec.relevancyWindow"),
         (http(tenantSecretRef={"tokenKey": "t"}), "spec.tenantSecretRef.name"),
         (http(tenantSecretRef="acme"), "spec.tenantSecretRef"),
@@ -149,6 +153,7 @@ def test_status_and_conditions() -> None:
         "lastOutcome": "SUCCEEDED",
         "firedCount": 7,
         "upcomingFireTimes": ["2030-01-01T00:00:00Z", "2030-01-01T00:00:30Z"],
+        "pauseNote": None,
     }
     first = ready_condition(False, "Retrying", "api down", 1_000)
     other = {"type": "Other", "status": "True"}

@@ -203,6 +203,7 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
         jitter_ms=dur_to_ms(spec.jitter, f"{prefix}.jitter"),
         ordering_key=spec.ordering_key,
         misfire=_MISFIRE[spec.misfire],
+        pause_after_failures=spec.pause_after_failures,
     )
 
 
@@ -225,7 +226,10 @@ def _target_from_pb(spec: pb.ScheduleSpec, prefix: str) -> Target:
 
 def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
     out = pb.ScheduleSpec(
-        payload=spec.payload, ordering_key=spec.ordering_key, misfire=_MISFIRE_PB[spec.misfire]
+        payload=spec.payload,
+        ordering_key=spec.ordering_key,
+        misfire=_MISFIRE_PB[spec.misfire],
+        pause_after_failures=spec.pause_after_failures,
     )
     trigger_to_pb(spec.trigger, out)
     if isinstance(spec.target, KafkaTarget):
@@ -271,6 +275,8 @@ def schedule_to_pb(s: Schedule) -> pb.Schedule:
         fired_count=s.fired_count,
         shard=s.shard,
         last_outcome=_OUTCOMES[s.last_outcome] if s.last_outcome else pb.OUTCOME_UNSPECIFIED,
+        pause_note=s.note,
+        failures_in_row=s.failures_in_row,
     )
     if s.next_fire_ms is not None and s.state is ScheduleState.ACTIVE:
         out.next_fire_time.CopyFrom(ms_to_ts(s.next_fire_ms))
@@ -297,6 +303,8 @@ def schedule_from_pb(s: pb.Schedule) -> Schedule:
         last_fire_ms=_opt_ts(s, "last_fire_time", "schedule.last_fire_time"),
         last_outcome=_outcome_from_pb(s.last_outcome, "schedule.last_outcome"),
         fired_count=s.fired_count,
+        note=s.pause_note,
+        failures_in_row=s.failures_in_row,
     )
 
 

@@ -374,11 +374,17 @@ class ScheduleSpec(_message.Message):
     JITTER_FIELD_NUMBER: _builtins.int
     ORDERING_KEY_FIELD_NUMBER: _builtins.int
     MISFIRE_FIELD_NUMBER: _builtins.int
+    PAUSE_AFTER_FAILURES_FIELD_NUMBER: _builtins.int
     payload: _builtins.bytes
     """Delivered as the request body; at most 64 KiB by default."""
     ordering_key: _builtins.str
     """Firings with the same ordering key go to the same shard."""
     misfire: Global___MisfirePolicy.ValueType
+    pause_after_failures: _builtins.int
+    """Pause the schedule once this many occurrences in a row have failed for good
+    (dead-lettered), with a note saying so, instead of failing forever; 0 (default):
+    never. At most 1000. A success resets the count.
+    """
     @_builtins.property
     def once(self) -> Global___OnceTrigger: ...
     @_builtins.property
@@ -415,10 +421,11 @@ class ScheduleSpec(_message.Message):
         jitter: _duration_pb2.Duration | None = ...,
         ordering_key: _builtins.str = ...,
         misfire: Global___MisfirePolicy.ValueType = ...,
+        pause_after_failures: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "once", b"once", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "pause_after_failures", b"pause_after_failures", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["http", "kafka"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
@@ -450,6 +457,8 @@ class Schedule(_message.Message):
     SHARD_FIELD_NUMBER: _builtins.int
     UPCOMING_FIRE_TIMES_FIELD_NUMBER: _builtins.int
     RECENT_EXECUTIONS_FIELD_NUMBER: _builtins.int
+    PAUSE_NOTE_FIELD_NUMBER: _builtins.int
+    FAILURES_IN_ROW_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     key: _builtins.str
     id: _builtins.str
@@ -460,6 +469,12 @@ class Schedule(_message.Message):
     last_outcome: Global___Outcome.ValueType
     fired_count: _builtins.int
     shard: _builtins.int
+    pause_note: _builtins.str
+    """Who paused it and why: the note of the pause (or Clockwork's, for a pause after
+    failures). Cleared by a resume.
+    """
+    failures_in_row: _builtins.int
+    """Occurrences in a row that failed for good; a success or a resume resets it."""
     @_builtins.property
     def spec(self) -> Global___ScheduleSpec: ...
     @_builtins.property
@@ -499,10 +514,12 @@ class Schedule(_message.Message):
         shard: _builtins.int = ...,
         upcoming_fire_times: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
         recent_executions: _abc.Iterable[Global___Execution] | None = ...,
+        pause_note: _builtins.str = ...,
+        failures_in_row: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_fire_time", b"last_fire_time", "next_fire_time", b"next_fire_time", "spec", b"spec", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "fired_count", b"fired_count", "id", b"id", "key", b"key", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "recent_executions", b"recent_executions", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "upcoming_fire_times", b"upcoming_fire_times", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "failures_in_row", b"failures_in_row", "fired_count", b"fired_count", "id", b"id", "key", b"key", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "pause_note", b"pause_note", "recent_executions", b"recent_executions", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "upcoming_fire_times", b"upcoming_fire_times", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -919,15 +936,19 @@ class PauseScheduleRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     KEY_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    note: _builtins.str
+    """Free text kept with the pause (who and why), at most 1024 characters."""
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
+        note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "note", b"note"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -162,7 +162,7 @@ class SchedulerServiceServicer:
 
     def PauseSchedule(self, request, context):
         """Stops firing until resumed: no occurrence due after the acknowledgement is
-        sent. Idempotent.
+        sent. Idempotent (pausing a paused schedule keeps its first note).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -63,7 +63,7 @@ class SchedulerServiceStub:
     """
     PauseSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.PauseScheduleRequest, _scheduler_pb2.Schedule]
     """Stops firing until resumed: no occurrence due after the acknowledgement is
-    sent. Idempotent.
+    sent. Idempotent (pausing a paused schedule keeps its first note).
     """
     ResumeSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ResumeScheduleRequest, _scheduler_pb2.Schedule]
     """Resumes a paused schedule from its next occurrence after now (a one-shot
@@ -129,7 +129,7 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     """
     PauseSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.PauseScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Stops firing until resumed: no occurrence due after the acknowledgement is
-    sent. Idempotent.
+    sent. Idempotent (pausing a paused schedule keeps its first note).
     """
     ResumeSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ResumeScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Resumes a paused schedule from its next occurrence after now (a one-shot
@@ -234,7 +234,7 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
         """Stops firing until resumed: no occurrence due after the acknowledgement is
-        sent. Idempotent.
+        sent. Idempotent (pausing a paused schedule keeps its first note).
         """
 
     @_abc_1.abstractmethod

@@ -259,6 +259,14 @@ MIGRATIONS: list[Migration] = [
             WITH gc_grace_seconds = $gc_grace_s""",
         ],
     ),
+    (
+        10,
+        "pause_notes",
+        [
+            "ALTER TABLE $keyspace.schedules_by_part ADD IF NOT EXISTS note text",
+            "ALTER TABLE $keyspace.schedules_by_part ADD IF NOT EXISTS failures_in_row bigint",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -63,6 +63,7 @@ SPECS = [
         jitter_ms=250,
         ordering_key="order-7",
         misfire=MisfirePolicy.SKIP,
+        pause_after_failures=3,
     ),
     ScheduleSpec(
         triggers.CronTrigger("0 9 * * 1-5", "Europe/Paris", None, T0 + 10**9, None),

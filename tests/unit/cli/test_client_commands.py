@@ -91,7 +91,8 @@ def call_of(calls: list[Call], *args: str, env: dict[str, str] | None = None) ->
             ("k", b"x", "r1"),
         ),
         (["schedule", "list", "--page-size", "5", "--page-token", "p"], "list", (5, "p")),
-        (["schedule", "pause", "k"], "pause", ("k",)),
+        (["schedule", "pause", "k"], "pause", ("k", "")),
+        (["schedule", "pause", "k", "--note", "ann: migrating"], "pause", ("k", "ann: migrating")),
         (["schedule", "resume", "k"], "resume", ("k",)),
         (["schedule", "cancel", "k"], "cancel", ("k",)),
         (["executions", "list", "k"], "executions", ("k", 50, "")),
@@ -155,6 +156,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         "--cron", "0 * * * *", "--tz", "Europe/Paris", "--count", "2",
         "--kafka-topic", "topic", "--header", "b=2", "--header", "a=1",
         "--payload", "p", "--max-attempts", "1", "--ordering-key", "o",
+        "--pause-after-failures", "3",
     )  # fmt: skip
     hourly = ScheduleSpec(
         trigger=triggers.CronTrigger("0 * * * *", "Europe/Paris", count=2),
@@ -162,6 +164,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         payload=b"p",
         retry=RetryPolicy(RetryKind.NONE),
         ordering_key="o",
+        pause_after_failures=3,
     )
     assert (method, args) == ("update", ("k", hourly, 3))
 

@@ -27,6 +27,7 @@ def test_every_field_round_trips() -> None:
             jitter_ms=6,
             ordering_key="o",
             misfire=MisfirePolicy.SKIP,
+            pause_after_failures=5,
         )
         assert spec_from_json(spec_to_json(spec), spec.payload) == spec
 
