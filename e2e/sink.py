@@ -31,6 +31,19 @@ HUNG = 0
 _HANG_LIMIT_S = 3600.0
 
 
+Answer = int | tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]
+"""What a responder answers a request with: a status, with headers, with a body
+(default b"ok")."""
+
+
+def _parts(answer: Answer) -> tuple[int, dict[str, str], bytes]:
+    if isinstance(answer, int):
+        return answer, {}, b"ok"
+    if len(answer) == 2:
+        return answer[0], answer[1], b"ok"
+    return answer
+
+
 @dataclass(frozen=True)
 class Received:
     path: str
@@ -52,7 +65,7 @@ class RecordingSink:
     received: list[Received] = field(default_factory=list)
     # (path, n-th request to that path, 1-based) -> status; default 200. RESET closes the
     # connection without an answer (a connection reset, as a crashing server does).
-    responder: Callable[[str, int], int | tuple[int, dict[str, str]]] = lambda path, n: 200
+    responder: Callable[[str, int], Answer] = lambda path, n: 200
     delay_s: float = 0.0
     port: int = 0
     host: str = "127.0.0.1"
@@ -123,9 +136,8 @@ class RecordingSink:
         self._counts[request.path] += 1
         n = self._counts[request.path]
         fault = self._fault
-        answer: int | tuple[int, dict[str, str]]
-        answer = fault if fault is not None else self.responder(request.path, n)
-        status, headers = answer if isinstance(answer, tuple) else (answer, {})
+        answer: Answer = fault if fault is not None else self.responder(request.path, n)
+        status, headers, text = _parts(answer)
         self.received.append(
             Received(
                 request.path,
@@ -153,7 +165,7 @@ class RecordingSink:
             assert request.transport is not None
             request.transport.abort()
             raise asyncio.CancelledError  # the handler must not answer on a dead socket
-        return web.Response(status=status, headers=headers, text="ok")
+        return web.Response(status=status, headers=headers, body=text)
 
     def at(self, path: str) -> list[Received]:
         return [r for r in self.received if r.path == path]

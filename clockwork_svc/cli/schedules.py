@@ -488,9 +488,15 @@ def executions() -> None:
 @click.argument("key")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--page-token", default="")
+@click.option("--verbose", "-v", is_flag=True, help="Show the response headers and body kept.")
 @client_options
 def list_executions(
-    key: str, page_size: int, page_token: str, client: ClientSettings, as_json: bool
+    key: str,
+    page_size: int,
+    page_token: str,
+    verbose: bool,
+    client: ClientSettings,
+    as_json: bool,
 ) -> None:
     """List delivery attempts of a schedule, newest first."""
     page = run_client(lambda c: c.executions(key, page_size, page_token), client)
@@ -499,5 +505,12 @@ def list_executions(
         return
     for e in page.items:
         click.echo(_execution_line(e))
+        if verbose:
+            click.echo(f"    took {e.duration_ms} ms")
+            for name, value in e.response_headers:
+                click.echo(f"    {name}: {value}")
+            if e.response_body:
+                body = e.response_body.decode("utf-8", "replace")
+                click.echo("    body: " + body.replace("\n", "\n          "))
     if page.next_page_token:
         click.echo(f"next page: --page-token {page.next_page_token}")

@@ -22,6 +22,7 @@ from clockwork_svc.cli.schedules import (
     tls_options,
 )
 from clockwork_svc.client import ClientSettings
+from clockwork_svc.domain.model import DEFAULT_RESPONSE_CAPTURE_BYTES, MAX_RESPONSE_CAPTURE_BYTES
 from clockwork_svc.domain.spec import RetryKind, RetryPolicy
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 
@@ -232,6 +233,13 @@ def resume(name: str, client: ClientSettings, as_json: bool) -> None:
 @click.option("--initial-delay", default=None, help="First retry delay (e.g. 2s).")
 @click.option("--max-delay", default=None, help="Largest retry delay (e.g. 5m).")
 @click.option("--relevancy", default=None, help="Default relevancy window (e.g. 30m).")
+@click.option(
+    "--response-capture",
+    type=click.IntRange(0, MAX_RESPONSE_CAPTURE_BYTES),
+    default=DEFAULT_RESPONSE_CAPTURE_BYTES,
+    show_default=True,
+    help="Bytes of each callback's response body kept with its execution.",
+)
 @_options
 def defaults(
     name: str,
@@ -240,6 +248,7 @@ def defaults(
     initial_delay: str | None,
     max_delay: str | None,
     relevancy: str | None,
+    response_capture: int,
     client: ClientSettings,
     as_json: bool,
 ) -> None:
@@ -251,6 +260,8 @@ def defaults(
         max_delay_ms=duration_ms(max_delay, "--max-delay") if max_delay else 0,
     )
     relevancy_ms = duration_ms(relevancy, "--relevancy") if relevancy else 0
-    wanted = TenantDefaults(retry=retry, relevancy_window_ms=relevancy_ms)
+    wanted = TenantDefaults(
+        retry=retry, relevancy_window_ms=relevancy_ms, response_capture_bytes=response_capture
+    )
     reply = run_client(lambda c: c.set_tenant_defaults(name, wanted), client)
     _emit(reply, as_json)

@@ -8,6 +8,7 @@ the address used.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from collections.abc import Sequence
@@ -19,7 +20,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from clockwork_svc.domain import signing
-from clockwork_svc.domain.model import DeliveryResult, Firing
+from clockwork_svc.domain.model import (
+    CAPTURED_HEADERS,
+    MAX_RESPONSE_CAPTURE_BYTES,
+    DeliveryResult,
+    Firing,
+)
 from clockwork_svc.domain.netpolicy import AddressPolicy, literal_address
 from clockwork_svc.domain.spec import HttpTarget
 
@@ -109,8 +115,14 @@ class HttpSink:
                 timeout=timeout,
                 allow_redirects=False,
             ) as response:
-                body = await response.content.read(MAX_ERROR_BODY)
-                return classify(response.status, response.headers, body, timestamp_s)
+                body = await _read_up_to(response.content, MAX_RESPONSE_CAPTURE_BYTES)
+                result = classify(response.status, response.headers, body, timestamp_s)
+                captured = tuple(
+                    (name, response.headers[name])
+                    for name in CAPTURED_HEADERS
+                    if name in response.headers
+                )
+                return dataclasses.replace(result, response_body=body, response_headers=captured)
         except BlockedAddress as exc:
             return DeliveryResult(False, False, error=str(exc))
         except aiohttp.InvalidURL as exc:
@@ -127,6 +139,19 @@ class HttpSink:
             return DeliveryResult(False, True, error=f"connection failed: {exc}"[:512])
 
 
+async def _read_up_to(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    """The body's first `limit` bytes (one read may return fewer than it could)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await stream.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _content_type(payload: bytes) -> str:
     if not payload:
         return "application/octet-stream"
@@ -141,7 +166,7 @@ def classify(status: int, headers: Any, body: bytes, now_s: int) -> DeliveryResu
     """Map an HTTP response to a delivery result (2xx ok; 429/503/5xx/408 retryable)."""
     if 200 <= status < 300:
         return DeliveryResult(True, False, status)
-    text = body.decode("utf-8", "replace")
+    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace")
     if 300 <= status < 400:
         return DeliveryResult(False, False, status, f"redirect not followed: {status}")
     if status == 410:

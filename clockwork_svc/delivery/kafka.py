@@ -75,7 +75,7 @@ class KafkaSink:
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 producer = await self._ready()
-                await producer.send_and_wait(
+                record = await producer.send_and_wait(
                     target.topic,
                     value=payload,
                     key=(key or firing.schedule_key).encode(),
@@ -88,7 +88,8 @@ class KafkaSink:
             return DeliveryResult(False, retryable, error=f"Kafka: {exc!r}"[:512])
         except OSError as exc:
             return DeliveryResult(False, True, error=f"Kafka connection failed: {exc}"[:512])
-        return DeliveryResult(True, False)
+        landed = (("kafka-partition", str(record.partition)), ("kafka-offset", str(record.offset)))
+        return DeliveryResult(True, False, response_headers=landed)
 
     async def close(self) -> None:
         if self._producer is not None:

@@ -151,6 +151,10 @@ class Execution:
     status_code: int = 0
     error: str = ""
     next_attempt_ms: int | None = None
+    # The first bytes of the response body (the tenant's capture size) and the
+    # response headers in CAPTURED_HEADERS (for Kafka, where the record landed).
+    response_body: bytes = b""
+    response_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,14 @@ class DeadLetter:
     def sort_key(self) -> tuple[int, str]:
         return (self.dead_ms, self.firing_id)
 
+
+MAX_RESPONSE_CAPTURE_BYTES = 65_536
+"""The most of a response body an execution keeps (a tenant chooses up to this)."""
+
+DEFAULT_RESPONSE_CAPTURE_BYTES = 1024
+
+CAPTURED_HEADERS = ("Content-Type", "Content-Length", "Location", "Retry-After", "X-Request-Id")
+"""The response headers an execution keeps, when the response has them."""
 
 TRIGGER_REQUEST_TTL_MS = 86_400_000
 """How long a trigger-now request id is remembered (a repeat within it fires nothing)."""
@@ -256,6 +268,9 @@ class DeliveryResult:
     error: str = ""
     retry_after_ms: int | None = None
     stop_schedule: bool = False
+    # Up to MAX_RESPONSE_CAPTURE_BYTES of the body, and the CAPTURED_HEADERS present.
+    response_body: bytes = b""
+    response_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from clockwork_svc.domain import identity, retry, triggers
 from clockwork_svc.domain.model import (
+    DEFAULT_RESPONSE_CAPTURE_BYTES,
     ClusterLayout,
     DeadLetter,
     DeliveryResult,
@@ -353,8 +354,10 @@ def settle(
     started_ms: int,
     finished_ms: int,
     rnd: float,
+    capture_bytes: int = DEFAULT_RESPONSE_CAPTURE_BYTES,
 ) -> Settled:
-    """Turn a delivery result into an execution record and, if due, a retry firing."""
+    """Turn a delivery result into an execution record (keeping `capture_bytes` of
+    the response body) and, if due, a retry firing."""
     retry_firing = None
     error = result.error
     retry_at = _retry_at(schedule, firing, result, finished_ms, rnd)
@@ -390,6 +393,8 @@ def settle(
         status_code=result.status_code,
         error=error[:1024],
         next_attempt_ms=retry_firing.fire_at_ms if retry_firing else None,
+        response_body=result.response_body[:capture_bytes],
+        response_headers=tuple(sorted(result.response_headers)),
     )
     return Settled(execution, retry_firing)
 

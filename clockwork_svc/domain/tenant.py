@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.codec import retry_from_dict, retry_to_dict
+from clockwork_svc.domain.model import DEFAULT_RESPONSE_CAPTURE_BYTES, MAX_RESPONSE_CAPTURE_BYTES
 from clockwork_svc.domain.spec import (
     HttpTarget,
     Limits,
@@ -73,9 +74,15 @@ class TenantDefaults:
 
     retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
     relevancy_window_ms: int = 0
+    # How much of each callback's response body an execution keeps.
+    response_capture_bytes: int = DEFAULT_RESPONSE_CAPTURE_BYTES
 
     def to_json(self) -> str:
-        doc = {"retry": retry_to_dict(self.retry), "relevancy_window_ms": self.relevancy_window_ms}
+        doc = {
+            "retry": retry_to_dict(self.retry),
+            "relevancy_window_ms": self.relevancy_window_ms,
+            "response_capture_bytes": self.response_capture_bytes,
+        }
         return json.dumps(doc, sort_keys=True)
 
     @classmethod
@@ -83,7 +90,11 @@ class TenantDefaults:
         if not text:
             return cls()
         doc = json.loads(text)
-        return cls(retry_from_dict(doc.get("retry", {})), doc.get("relevancy_window_ms", 0))
+        return cls(
+            retry_from_dict(doc.get("retry", {})),
+            doc.get("relevancy_window_ms", 0),
+            doc.get("response_capture_bytes", DEFAULT_RESPONSE_CAPTURE_BYTES),
+        )
 
     def apply(self, spec: ScheduleSpec) -> ScheduleSpec:
         """The spec with the tenant's defaults filled in where the spec has none."""
@@ -102,6 +113,11 @@ def validate_defaults(defaults: TenantDefaults) -> None:
         relevancy_window_ms=defaults.relevancy_window_ms,
     )
     validate_spec(probe, Limits(), prefix="defaults")
+    if not 0 <= defaults.response_capture_bytes <= MAX_RESPONSE_CAPTURE_BYTES:
+        raise InvalidArgument(
+            "defaults.response_capture_bytes",
+            f"must be between 0 and {MAX_RESPONSE_CAPTURE_BYTES}",
+        )
 
 
 @dataclass(frozen=True, slots=True)

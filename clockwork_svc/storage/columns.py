@@ -10,6 +10,7 @@ back is any mapping from column name to value (the Cassandra driver's dicts,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -241,6 +242,8 @@ def _execution_values(e: Execution) -> tuple[Any, ...]:
         e.status_code,
         e.error,
         e.next_attempt_ms,
+        e.response_body,
+        json.dumps(e.response_headers) if e.response_headers else None,
     )
 
 
@@ -259,6 +262,10 @@ def _execution(row: Row) -> Execution:
         status_code=row["status_code"],
         error=row["error"] or "",
         next_attempt_ms=row["next_attempt_ms"],
+        response_body=bytes(row["response_body"] or b""),
+        response_headers=tuple(
+            (str(name), str(value)) for name, value in json.loads(row["response_headers"] or "[]")
+        ),
     )
 
 
@@ -278,6 +285,8 @@ EXECUTIONS: Table[Execution] = Table(
         "status_code",
         "error",
         "next_attempt_ms",
+        "response_body",
+        "response_headers",
     ),
     ("tenant", "schedule_key", "started_ms", "firing_id"),
     _execution_values,

@@ -101,7 +101,7 @@ CREATE TABLE IF NOT EXISTS executions (
     firing_id TEXT NOT NULL, delivery_id TEXT NOT NULL, attempt INTEGER NOT NULL,
     occurrence_ms INTEGER NOT NULL, due_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL,
     outcome TEXT NOT NULL, status_code INTEGER NOT NULL, error TEXT NOT NULL,
-    next_attempt_ms INTEGER,
+    next_attempt_ms INTEGER, response_body BLOB, response_headers TEXT,
     PRIMARY KEY (tenant, schedule_key, started_ms, firing_id)) WITHOUT ROWID;
 """
 
@@ -516,6 +516,10 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE schedules ADD COLUMN note TEXT NOT NULL DEFAULT ''")
     if "failures_in_row" not in columns:
         conn.execute("ALTER TABLE schedules ADD COLUMN failures_in_row INTEGER NOT NULL DEFAULT 0")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(executions)")}
+    if "response_body" not in columns:
+        conn.execute("ALTER TABLE executions ADD COLUMN response_body BLOB")
+        conn.execute("ALTER TABLE executions ADD COLUMN response_headers TEXT")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
     if "limits" not in columns:
         conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")

@@ -21,6 +21,7 @@ from typing import Protocol
 from clockwork_svc.abc import Clock, DeliverySink, Store
 from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import (
+    DEFAULT_RESPONSE_CAPTURE_BYTES,
     Execution,
     Firing,
     FiringRecord,
@@ -62,6 +63,8 @@ class _Turn:
     # Its last occurrence: the version is marked completed with the other writes.
     completes: bool
     expire: bool
+    # How much of the response body the execution keeps (the tenant's choice).
+    capture_bytes: int = DEFAULT_RESPONSE_CAPTURE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,8 @@ class Dispatcher:
         """Read the schedule, wait for the due time and decide. Writes the schedule's
         next occurrence, or marks a superseded firing done (and returns None)."""
         schedule = await self._store.get_schedule(firing.tenant, firing.schedule_key)
-        effective = await self._with_tenant_defaults(schedule)
+        defaults = await self._tenants.defaults(firing.tenant) if self._tenants else None
+        effective = _with_defaults(schedule, defaults)
         if until_due is not None:
             self._observer.schedule_read(firing, self._clock.now_ms())
             await until_due()
@@ -156,6 +160,9 @@ class Dispatcher:
             progress,
             completes=plan.completes and schedule.state is ScheduleState.ACTIVE,
             expire=plan.action is planning.Action.EXPIRE,
+            capture_bytes=(
+                defaults.response_capture_bytes if defaults else DEFAULT_RESPONSE_CAPTURE_BYTES
+            ),
         )
 
     async def _deliver(self, turn: _Turn) -> _Settled:
@@ -174,7 +181,9 @@ class Dispatcher:
         )
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
         self._observer.delivered(now, finished)
-        settled = planning.settle(turn.effective, firing, result, now, finished, self._rng.random())
+        settled = planning.settle(
+            turn.effective, firing, result, now, finished, self._rng.random(), turn.capture_bytes
+        )
         return _Settled(settled, finished, result.stop_schedule)
 
     async def _record(self, turn: _Turn, result: _Settled) -> None:
@@ -220,13 +229,6 @@ class Dispatcher:
         await self._store.put_firings([firing])
         self._on_new_firing(firing)
 
-    async def _with_tenant_defaults(self, schedule: Schedule | None) -> Schedule | None:
-        if schedule is None or self._tenants is None:
-            return schedule
-        defaults = await self._tenants.defaults(schedule.tenant)
-        spec = defaults.apply(schedule.spec)
-        return schedule if spec is schedule.spec else dataclasses.replace(schedule, spec=spec)
-
     async def _unblock_ordering(self, firing: Firing) -> None:
         """A retried delivery of an ordering key resolved: lift the key's stored block."""
         if _may_block(firing):
@@ -258,6 +260,13 @@ class Dispatcher:
         )
         if await self._store.replace_schedule(stopped, schedule.version):
             self._observer.schedule_stopped(schedule.tenant, schedule.key)
+
+
+def _with_defaults(schedule: Schedule | None, defaults: TenantDefaults | None) -> Schedule | None:
+    if schedule is None or defaults is None:
+        return schedule
+    spec = defaults.apply(schedule.spec)
+    return schedule if spec is schedule.spec else dataclasses.replace(schedule, spec=spec)
 
 
 def _may_block(firing: Firing) -> bool:

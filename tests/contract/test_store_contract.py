@@ -413,6 +413,11 @@ async def test_executions_newest_first_and_paged(store: Store) -> None:
             status_code=503 if i < 11 else 200,
             error="boom" if i < 11 else "",
             next_attempt_ms=T0 + i + 1 if i < 11 else None,
+            # Some with a kept response (binary, with headers), some without.
+            response_body=b"\x00busy\xff" if i % 2 else b"",
+            response_headers=(("Content-Type", "text/plain"), ("X-Request-Id", f"r{i}"))
+            if i % 3
+            else (),
         )
         for i in range(12)
     ]

@@ -119,7 +119,12 @@ async def test_migration_8_copies_the_schedules_into_their_parts(
         finally:
             await connecting.shutdown(cluster)
         applied = await cassandra.migrate([address], name, replication=REPLICATION, layout=LAYOUT)
-        assert applied == ["0008_schedules_by_part", "0009_trigger_now", "0010_pause_notes"]
+        assert applied == [
+            "0008_schedules_by_part",
+            "0009_trigger_now",
+            "0010_pause_notes",
+            "0011_response_capture",
+        ]
         store = await cassandra.CassandraStore.open([address], name)
         try:
             assert await store.list_schedules("t", None, 1000) == old
@@ -153,7 +158,7 @@ async def test_firings_written_before_migration_9_read_without_a_payload(
         finally:
             await connecting.shutdown(cluster)
         applied = await cassandra.migrate([address], name, replication=REPLICATION, layout=LAYOUT)
-        assert applied == ["0009_trigger_now", "0010_pause_notes"]
+        assert applied == ["0009_trigger_now", "0010_pause_notes", "0011_response_capture"]
         store = await cassandra.CassandraStore.open([address], name)
         try:
             assert await store.scan_firings(5, (T0 - 1, ""), T0 + 1, 10) == [old]

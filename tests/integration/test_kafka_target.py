@@ -94,8 +94,14 @@ async def test_kafka_target_gets_key_payload_and_signed_headers(node: app.Node) 
             ids.add(headers["webhook-id"])
         assert len(ids) == 3
         await asyncio.sleep(0.3)
-        outcomes = [e.outcome for e in (await client.executions("kafka-job")).items]
-        assert outcomes == [Outcome.SUCCEEDED] * 3
+        executions = (await client.executions("kafka-job")).items
+        assert [e.outcome for e in executions] == [Outcome.SUCCEEDED] * 3
+        # Each execution says where its record landed.
+        landed = {
+            (dict(e.response_headers)["kafka-partition"], dict(e.response_headers)["kafka-offset"])
+            for e in executions
+        }
+        assert landed == {(str(r.partition), str(r.offset)) for r in records}  # type: ignore[attr-defined]
 
 
 async def test_unreachable_kafka_is_retried(tmp_path: Path) -> None:

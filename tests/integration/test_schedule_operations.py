@@ -344,3 +344,30 @@ async def test_a_schedule_pauses_itself_after_failures_in_a_row(
     sink.responder = lambda path, n: 200
     await sink.wait_for("/doomed", sent + 2, timeout_s=10)
     await client.cancel("doomed")
+
+
+# --- response capture ---------------------------------------------------------------------
+
+
+async def test_an_execution_keeps_the_start_of_the_response(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    headers = {"X-Request-Id": "rcv-42", "Content-Type": "application/json"}
+    sink.responder = lambda path, n: (
+        (202, headers, b'{"queued":true}') if path == "/small" else (200, {}, b"y" * 3000)
+    )
+    for key in ("small", "big"):
+        await client.create(key, spec(sink.url + "/" + key, triggers.OnceTrigger(now_ms())))
+    for key in ("small", "big"):
+        await wait_for_executions(client, key, 1)
+    [small] = (await client.executions("small")).items
+    assert small.status_code == 202 and small.response_body == b'{"queued":true}'
+    assert dict(small.response_headers) == {
+        "Content-Length": "15",
+        "Content-Type": "application/json",
+        "X-Request-Id": "rcv-42",
+    }
+    [big] = (await client.executions("big")).items
+    assert big.response_body == b"y" * 1024  # the default share
+    # get shows the same record among the latest executions.
+    assert (await client.describe("small")).recent == (small,)

@@ -28,6 +28,7 @@ from clockwork_svc.api.v1.model import (
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.domain.model import (
+    DEFAULT_RESPONSE_CAPTURE_BYTES,
     Backfilled,
     Created,
     DeadLetter,
@@ -432,6 +433,8 @@ def execution_to_pb(e: Execution) -> pb.Execution:
         outcome=_OUTCOMES[e.outcome],
         status_code=e.status_code,
         error=e.error,
+        response_body=e.response_body,
+        response_headers=dict(e.response_headers),
     )
     if e.next_attempt_ms is not None:
         out.next_attempt_time.CopyFrom(ms_to_ts(e.next_attempt_ms))
@@ -458,6 +461,8 @@ def execution_from_pb(e: pb.Execution, tenant: str, key: str) -> Execution:
         status_code=e.status_code,
         error=e.error,
         next_attempt_ms=_opt_ts(e, "next_attempt_time", "execution.next_attempt_time"),
+        response_body=e.response_body,
+        response_headers=tuple(sorted(e.response_headers.items())),
     )
 
 
@@ -564,7 +569,9 @@ def limits_from_pb(limits: tenants_pb2.TenantLimits, paused: bool = False) -> Te
 
 
 def defaults_to_pb(defaults: TenantDefaults) -> tenants_pb2.TenantDefaults:
-    out = tenants_pb2.TenantDefaults(retry=retry_to_pb(defaults.retry))
+    out = tenants_pb2.TenantDefaults(
+        retry=retry_to_pb(defaults.retry), response_capture_bytes=defaults.response_capture_bytes
+    )
     if defaults.relevancy_window_ms:
         out.relevancy_window.CopyFrom(ms_to_dur(defaults.relevancy_window_ms))
     return out
@@ -573,9 +580,13 @@ def defaults_to_pb(defaults: TenantDefaults) -> tenants_pb2.TenantDefaults:
 def defaults_from_pb(
     defaults: tenants_pb2.TenantDefaults, prefix: str = "defaults"
 ) -> TenantDefaults:
+    capture = DEFAULT_RESPONSE_CAPTURE_BYTES
+    if defaults.HasField("response_capture_bytes"):
+        capture = defaults.response_capture_bytes
     return TenantDefaults(
         retry=retry_from_pb(defaults.retry, f"{prefix}.retry"),
         relevancy_window_ms=dur_to_ms(defaults.relevancy_window, f"{prefix}.relevancy_window"),
+        response_capture_bytes=capture,
     )
 
 

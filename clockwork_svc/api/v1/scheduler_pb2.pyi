@@ -996,6 +996,26 @@ Global___CancelScheduleRequest: _TypeAlias = CancelScheduleRequest  # noqa: Y015
 class Execution(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ResponseHeadersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     FIRING_ID_FIELD_NUMBER: _builtins.int
     DELIVERY_ID_FIELD_NUMBER: _builtins.int
     ATTEMPT_FIELD_NUMBER: _builtins.int
@@ -1007,6 +1027,8 @@ class Execution(_message.Message):
     STATUS_CODE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     NEXT_ATTEMPT_TIME_FIELD_NUMBER: _builtins.int
+    RESPONSE_BODY_FIELD_NUMBER: _builtins.int
+    RESPONSE_HEADERS_FIELD_NUMBER: _builtins.int
     firing_id: _builtins.str
     delivery_id: _builtins.str
     """Stable across the attempts of one occurrence: the webhook-id header."""
@@ -1015,6 +1037,10 @@ class Execution(_message.Message):
     status_code: _builtins.int
     """HTTP status, 0 if no response."""
     error: _builtins.str
+    response_body: _builtins.bytes
+    """The first bytes of the response body: as many as the tenant's
+    response_capture_bytes (default 1 KiB, at most 64 KiB).
+    """
     @_builtins.property
     def occurrence_time(self) -> _timestamp_pb2.Timestamp:
         """The occurrence's nominal time."""
@@ -1029,6 +1055,12 @@ class Execution(_message.Message):
     def duration(self) -> _duration_pb2.Duration: ...
     @_builtins.property
     def next_attempt_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def response_headers(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The response's Content-Type, Content-Length, Location, Retry-After and
+        X-Request-Id, when present; for Kafka, kafka-partition and kafka-offset.
+        """
+
     def __init__(
         self,
         *,
@@ -1043,10 +1075,12 @@ class Execution(_message.Message):
         status_code: _builtins.int = ...,
         error: _builtins.str = ...,
         next_attempt_time: _timestamp_pb2.Timestamp | None = ...,
+        response_body: _builtins.bytes = ...,
+        response_headers: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time", "duration", b"duration", "next_attempt_time", b"next_attempt_time", "occurrence_time", b"occurrence_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delivery_id", b"delivery_id", "due_time", b"due_time", "duration", b"duration", "error", b"error", "firing_id", b"firing_id", "next_attempt_time", b"next_attempt_time", "occurrence_time", b"occurrence_time", "outcome", b"outcome", "start_time", b"start_time", "status_code", b"status_code"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "delivery_id", b"delivery_id", "due_time", b"due_time", "duration", b"duration", "error", b"error", "firing_id", b"firing_id", "next_attempt_time", b"next_attempt_time", "occurrence_time", b"occurrence_time", "outcome", b"outcome", "response_body", b"response_body", "response_headers", b"response_headers", "start_time", b"start_time", "status_code", b"status_code"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

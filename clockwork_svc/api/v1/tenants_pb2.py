@@ -27,47 +27,47 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/tenants.proto\x12\x10\x63lockwork.api.v1\x1a$clockwork_svc/api/v1/scheduler.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n\x0eTenantDefaults\x12,\n\x05retry\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\\\n\x18SetTenantDefaultsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x08\x64\x65\x66\x61ults\x18\x02 \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"d\n\x0cTenantLimits\x12\x12\n\nrate_per_s\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\r\x12\x17\n\x0fmax_concurrency\x18\x03 \x01(\r\x12\x18\n\x10\x64rain_rate_per_s\x18\x04 \x01(\x01\"V\n\x16SetTenantLimitsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06limits\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\"\"\n\x12PauseTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13ResumeTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb0\x02\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1c\n\x14signing_secret_count\x18\x05 \x01(\r\x12\x13\n\x0btoken_count\x18\x06 \x01(\r\x12.\n\x06limits\x18\x07 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\x12\x0e\n\x06paused\x18\x08 \x01(\x08\x12\x32\n\x08\x64\x65\x66\x61ults\x18\t \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"#\n\x13\x43reateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"g\n\x14\x43reateTenantResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\x12\x16\n\x0esigning_secret\x18\x03 \x01(\t\" \n\x10GetTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x13ListTenantsResponse\x12)\n\x07tenants\x18\x01 \x03(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"C\n\x1aRotateSigningSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fretire_previous\x18\x02 \x01(\x08\"_\n\x1bRotateSigningSecretResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"!\n\x11IssueTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x12IssueTokenResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x13RevokeTokensRequest\x12\x0c\n\x04name\x18\x01 \x01(\t2\x85\x07\n\rTenantService\x12]\n\x0c\x43reateTenant\x12%.clockwork.api.v1.CreateTenantRequest\x1a&.clockwork.api.v1.CreateTenantResponse\x12I\n\tGetTenant\x12\".clockwork.api.v1.GetTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Z\n\x0bListTenants\x12$.clockwork.api.v1.ListTenantsRequest\x1a%.clockwork.api.v1.ListTenantsResponse\x12r\n\x13RotateSigningSecret\x12,.clockwork.api.v1.RotateSigningSecretRequest\x1a-.clockwork.api.v1.RotateSigningSecretResponse\x12W\n\nIssueToken\x12#.clockwork.api.v1.IssueTokenRequest\x1a$.clockwork.api.v1.IssueTokenResponse\x12O\n\x0cRevokeTokens\x12%.clockwork.api.v1.RevokeTokensRequest\x1a\x18.clockwork.api.v1.Tenant\x12U\n\x0fSetTenantLimits\x12(.clockwork.api.v1.SetTenantLimitsRequest\x1a\x18.clockwork.api.v1.Tenant\x12M\n\x0bPauseTenant\x12$.clockwork.api.v1.PauseTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12O\n\x0cResumeTenant\x12%.clockwork.api.v1.ResumeTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Y\n\x11SetTenantDefaults\x12*.clockwork.api.v1.SetTenantDefaultsRequest\x1a\x18.clockwork.api.v1.Tenantb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/tenants.proto\x12\x10\x63lockwork.api.v1\x1a$clockwork_svc/api/v1/scheduler.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n\x0eTenantDefaults\x12,\n\x05retry\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12#\n\x16response_capture_bytes\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x19\n\x17_response_capture_bytes\"\\\n\x18SetTenantDefaultsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x08\x64\x65\x66\x61ults\x18\x02 \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"d\n\x0cTenantLimits\x12\x12\n\nrate_per_s\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\r\x12\x17\n\x0fmax_concurrency\x18\x03 \x01(\r\x12\x18\n\x10\x64rain_rate_per_s\x18\x04 \x01(\x01\"V\n\x16SetTenantLimitsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06limits\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\"\"\n\x12PauseTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13ResumeTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb0\x02\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1c\n\x14signing_secret_count\x18\x05 \x01(\r\x12\x13\n\x0btoken_count\x18\x06 \x01(\r\x12.\n\x06limits\x18\x07 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\x12\x0e\n\x06paused\x18\x08 \x01(\x08\x12\x32\n\x08\x64\x65\x66\x61ults\x18\t \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"#\n\x13\x43reateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"g\n\x14\x43reateTenantResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\x12\x16\n\x0esigning_secret\x18\x03 \x01(\t\" \n\x10GetTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x13ListTenantsResponse\x12)\n\x07tenants\x18\x01 \x03(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"C\n\x1aRotateSigningSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fretire_previous\x18\x02 \x01(\x08\"_\n\x1bRotateSigningSecretResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"!\n\x11IssueTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x12IssueTokenResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x13RevokeTokensRequest\x12\x0c\n\x04name\x18\x01 \x01(\t2\x85\x07\n\rTenantService\x12]\n\x0c\x43reateTenant\x12%.clockwork.api.v1.CreateTenantRequest\x1a&.clockwork.api.v1.CreateTenantResponse\x12I\n\tGetTenant\x12\".clockwork.api.v1.GetTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Z\n\x0bListTenants\x12$.clockwork.api.v1.ListTenantsRequest\x1a%.clockwork.api.v1.ListTenantsResponse\x12r\n\x13RotateSigningSecret\x12,.clockwork.api.v1.RotateSigningSecretRequest\x1a-.clockwork.api.v1.RotateSigningSecretResponse\x12W\n\nIssueToken\x12#.clockwork.api.v1.IssueTokenRequest\x1a$.clockwork.api.v1.IssueTokenResponse\x12O\n\x0cRevokeTokens\x12%.clockwork.api.v1.RevokeTokensRequest\x1a\x18.clockwork.api.v1.Tenant\x12U\n\x0fSetTenantLimits\x12(.clockwork.api.v1.SetTenantLimitsRequest\x1a\x18.clockwork.api.v1.Tenant\x12M\n\x0bPauseTenant\x12$.clockwork.api.v1.PauseTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12O\n\x0cResumeTenant\x12%.clockwork.api.v1.ResumeTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Y\n\x11SetTenantDefaults\x12*.clockwork.api.v1.SetTenantDefaultsRequest\x1a\x18.clockwork.api.v1.Tenantb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'clockwork_svc.api.v1.tenants_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TENANTDEFAULTS']._serialized_start=159
-  _globals['_TENANTDEFAULTS']._serialized_end=274
-  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_start=276
-  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_end=368
-  _globals['_TENANTLIMITS']._serialized_start=370
-  _globals['_TENANTLIMITS']._serialized_end=470
-  _globals['_SETTENANTLIMITSREQUEST']._serialized_start=472
-  _globals['_SETTENANTLIMITSREQUEST']._serialized_end=558
-  _globals['_PAUSETENANTREQUEST']._serialized_start=560
-  _globals['_PAUSETENANTREQUEST']._serialized_end=594
-  _globals['_RESUMETENANTREQUEST']._serialized_start=596
-  _globals['_RESUMETENANTREQUEST']._serialized_end=631
-  _globals['_TENANT']._serialized_start=634
-  _globals['_TENANT']._serialized_end=938
-  _globals['_CREATETENANTREQUEST']._serialized_start=940
-  _globals['_CREATETENANTREQUEST']._serialized_end=975
-  _globals['_CREATETENANTRESPONSE']._serialized_start=977
-  _globals['_CREATETENANTRESPONSE']._serialized_end=1080
-  _globals['_GETTENANTREQUEST']._serialized_start=1082
-  _globals['_GETTENANTREQUEST']._serialized_end=1114
-  _globals['_LISTTENANTSREQUEST']._serialized_start=1116
-  _globals['_LISTTENANTSREQUEST']._serialized_end=1175
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=1177
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=1266
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=1268
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=1335
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=1337
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=1432
-  _globals['_ISSUETOKENREQUEST']._serialized_start=1434
-  _globals['_ISSUETOKENREQUEST']._serialized_end=1467
-  _globals['_ISSUETOKENRESPONSE']._serialized_start=1469
-  _globals['_ISSUETOKENRESPONSE']._serialized_end=1546
-  _globals['_REVOKETOKENSREQUEST']._serialized_start=1548
-  _globals['_REVOKETOKENSREQUEST']._serialized_end=1583
-  _globals['_TENANTSERVICE']._serialized_start=1586
-  _globals['_TENANTSERVICE']._serialized_end=2487
+  _globals['_TENANTDEFAULTS']._serialized_start=160
+  _globals['_TENANTDEFAULTS']._serialized_end=339
+  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_start=341
+  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_end=433
+  _globals['_TENANTLIMITS']._serialized_start=435
+  _globals['_TENANTLIMITS']._serialized_end=535
+  _globals['_SETTENANTLIMITSREQUEST']._serialized_start=537
+  _globals['_SETTENANTLIMITSREQUEST']._serialized_end=623
+  _globals['_PAUSETENANTREQUEST']._serialized_start=625
+  _globals['_PAUSETENANTREQUEST']._serialized_end=659
+  _globals['_RESUMETENANTREQUEST']._serialized_start=661
+  _globals['_RESUMETENANTREQUEST']._serialized_end=696
+  _globals['_TENANT']._serialized_start=699
+  _globals['_TENANT']._serialized_end=1003
+  _globals['_CREATETENANTREQUEST']._serialized_start=1005
+  _globals['_CREATETENANTREQUEST']._serialized_end=1040
+  _globals['_CREATETENANTRESPONSE']._serialized_start=1042
+  _globals['_CREATETENANTRESPONSE']._serialized_end=1145
+  _globals['_GETTENANTREQUEST']._serialized_start=1147
+  _globals['_GETTENANTREQUEST']._serialized_end=1179
+  _globals['_LISTTENANTSREQUEST']._serialized_start=1181
+  _globals['_LISTTENANTSREQUEST']._serialized_end=1240
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=1242
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=1331
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=1333
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=1400
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=1402
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=1497
+  _globals['_ISSUETOKENREQUEST']._serialized_start=1499
+  _globals['_ISSUETOKENREQUEST']._serialized_end=1532
+  _globals['_ISSUETOKENRESPONSE']._serialized_start=1534
+  _globals['_ISSUETOKENRESPONSE']._serialized_end=1611
+  _globals['_REVOKETOKENSREQUEST']._serialized_start=1613
+  _globals['_REVOKETOKENSREQUEST']._serialized_end=1648
+  _globals['_TENANTSERVICE']._serialized_start=1651
+  _globals['_TENANTSERVICE']._serialized_end=2552
 # @@protoc_insertion_point(module_scope)

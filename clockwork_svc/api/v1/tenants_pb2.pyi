@@ -29,6 +29,11 @@ class TenantDefaults(_message.Message):
 
     RETRY_FIELD_NUMBER: _builtins.int
     RELEVANCY_WINDOW_FIELD_NUMBER: _builtins.int
+    RESPONSE_CAPTURE_BYTES_FIELD_NUMBER: _builtins.int
+    response_capture_bytes: _builtins.int
+    """How many bytes of each callback's response body an execution keeps: 0-65536;
+    unset: 1024.
+    """
     @_builtins.property
     def retry(self) -> _scheduler_pb2.RetryPolicy: ...
     @_builtins.property
@@ -38,12 +43,15 @@ class TenantDefaults(_message.Message):
         *,
         retry: _scheduler_pb2.RetryPolicy | None = ...,
         relevancy_window: _duration_pb2.Duration | None = ...,
+        response_capture_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["relevancy_window", b"relevancy_window", "retry", b"retry"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_response_capture_bytes", b"_response_capture_bytes", "relevancy_window", b"relevancy_window", "response_capture_bytes", b"response_capture_bytes", "retry", b"retry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["relevancy_window", b"relevancy_window", "retry", b"retry"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_response_capture_bytes", b"_response_capture_bytes", "relevancy_window", b"relevancy_window", "response_capture_bytes", b"response_capture_bytes", "retry", b"retry"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__response_capture_bytes: _TypeAlias = _typing.Literal["response_capture_bytes"]  # noqa: Y015
+    _WhichOneofArgType__response_capture_bytes: _TypeAlias = _typing.Literal["_response_capture_bytes", b"_response_capture_bytes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__response_capture_bytes) -> _WhichOneofReturnType__response_capture_bytes | None: ...
 
 Global___TenantDefaults: _TypeAlias = TenantDefaults  # noqa: Y015
 

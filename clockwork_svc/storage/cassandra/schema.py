@@ -267,6 +267,15 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE $keyspace.schedules_by_part ADD IF NOT EXISTS failures_in_row bigint",
         ],
     ),
+    (
+        11,
+        "response_capture",
+        [
+            "ALTER TABLE $keyspace.executions ADD IF NOT EXISTS response_body blob",
+            # A JSON list of [name, value] pairs.
+            "ALTER TABLE $keyspace.executions ADD IF NOT EXISTS response_headers text",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

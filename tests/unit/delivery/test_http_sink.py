@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from clockwork_svc.delivery.http import HttpSink, classify
-from clockwork_svc.domain.model import Firing
+from clockwork_svc.domain.model import MAX_RESPONSE_CAPTURE_BYTES, Firing
 from clockwork_svc.domain.netpolicy import AddressPolicy, parse_networks
 from clockwork_svc.domain.spec import HttpTarget
 from tests.support.sink import RecordingSink
@@ -177,3 +177,22 @@ async def test_allow_list_admits_a_listed_private_network(receiver: RecordingSin
     finally:
         await sink.close()
     assert result.ok and len(receiver.received) == 1
+
+
+async def test_the_response_body_and_selected_headers_are_captured(
+    receiver: RecordingSink,
+) -> None:
+    body = b"x" * (MAX_RESPONSE_CAPTURE_BYTES + 100)
+    headers = {"X-Request-Id": "req-7", "Content-Type": "text/plain", "X-Secret": "s"}
+    receiver.responder = lambda path, n: (201, headers, body if path == "/big" else b"created")
+    sink = HttpSink(AddressPolicy(allow_loopback=True))
+    try:
+        small = await sink.deliver(HttpTarget(receiver.url + "/small"), b"{}", FIRING, 1)
+        big = await sink.deliver(HttpTarget(receiver.url + "/big"), b"{}", FIRING, 1)
+    finally:
+        await sink.close()
+    assert small.ok and small.response_body == b"created"
+    captured = dict(small.response_headers)
+    assert captured["X-Request-Id"] == "req-7" and captured["Content-Type"] == "text/plain"
+    assert "X-Secret" not in captured
+    assert big.response_body == body[:MAX_RESPONSE_CAPTURE_BYTES]

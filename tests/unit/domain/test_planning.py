@@ -273,3 +273,20 @@ def test_backfill_fires_each_past_occurrence_once_in_order_with_its_delivery_id(
     assert (plan.action, plan.next_firing, plan.progress) == (planning.Action.DELIVER, None, None)
     assert planning.backfill_firings(schedule, T0, T0 + 10 * 60_000, now, 4) is None
     assert planning.backfill_firings(schedule, T0, T0 + 4 * 60_000, now, 4) is not None
+
+
+def test_an_execution_keeps_the_tenants_share_of_the_response() -> None:
+    schedule, firing = planning.new_schedule("t", "k", spec(OnceTrigger(T0)), "id", T0, LAYOUT)
+    assert firing is not None
+    result = DeliveryResult(
+        ok=True,
+        retryable=False,
+        status_code=200,
+        response_body=b"0123456789",
+        response_headers=(("X-Request-Id", "r"), ("Content-Type", "text/plain")),
+    )
+    kept = planning.settle(schedule, firing, result, T0, T0 + 3, 0.5, capture_bytes=4).execution
+    assert kept.response_body == b"0123"
+    assert kept.response_headers == (("Content-Type", "text/plain"), ("X-Request-Id", "r"))
+    none = planning.settle(schedule, firing, result, T0, T0 + 3, 0.5, capture_bytes=0)
+    assert none.execution.response_body == b""
