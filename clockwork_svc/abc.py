@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     ClusterLayout,
     DeadLetter,
@@ -19,6 +20,8 @@ from clockwork_svc.domain.model import (
     FiringKey,
     FiringRecord,
     Schedule,
+    ScheduleQuery,
+    SearchPage,
     ShardCursor,
     TriggerRequest,
 )
@@ -89,6 +92,16 @@ class Store(Protocol):
         self, tenant: str, after_key: str | None, limit: int
     ) -> list[Schedule]:
         """The tenant's schedules with key > after_key, ordered by key, at most limit."""
+
+    async def search_schedules(
+        self, tenant: str, query: ScheduleQuery, after_key: str | None, limit: int, budget: int
+    ) -> SearchPage:
+        """The tenant's schedules matching `query`, by key, after `after_key`: at most
+        `limit`, having looked at about `budget` schedules at most (a page cut short by
+        the budget says where to go on). Never reads another tenant's rows."""
+
+    async def set_schedule_labels(self, tenant: str, key: str, labels: Labels) -> bool:
+        """Replace a schedule's labels; False if it does not exist."""
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
         """Write spec, state, version, updated and next-fire time of `schedule`

@@ -20,7 +20,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +57,7 @@ from clockwork_svc.domain.model import (
     RedriveResult,
     Schedule,
     ScheduleDetail,
+    ScheduleQuery,
     Triggered,
 )
 from clockwork_svc.domain.spec import ScheduleSpec
@@ -179,20 +180,35 @@ class ClockworkClient:
                     raise error_from_rpc(exc) from exc
             await asyncio.sleep(wait_s)
 
-    async def create(self, key: str, spec: ScheduleSpec | pb.ScheduleSpec) -> Created:
-        """Create the schedule, or find it created already with the same spec (a
-        different spec raises `AlreadyExists`). A spec already encoded as a message is
-        sent as it is."""
-        request = pb.CreateScheduleRequest(key=key, spec=_spec(spec))
+    async def create(
+        self,
+        key: str,
+        spec: ScheduleSpec | pb.ScheduleSpec,
+        labels: Mapping[str, str] | None = None,
+    ) -> Created:
+        """Create the schedule, or find it created already with the same spec and
+        labels (a different spec or labels raises `AlreadyExists`). A spec already
+        encoded as a message is sent as it is."""
+        request = pb.CreateScheduleRequest(key=key, spec=_spec(spec), labels=labels or {})
         return convert.created_from_pb(await self._unary(self._stub.CreateSchedule, request))
 
     async def create_many(
-        self, entries: Sequence[tuple[str, ScheduleSpec | pb.ScheduleSpec]]
+        self,
+        entries: Sequence[
+            tuple[str, ScheduleSpec | pb.ScheduleSpec]
+            | tuple[str, ScheduleSpec | pb.ScheduleSpec, Mapping[str, str]]
+        ],
     ) -> list[Created | ClockworkError]:
-        """Create each (key, spec); answers each entry, in order, with `Created` or the
-        error it met (returned, not raised: the other entries went through)."""
+        """Create each (key, spec) or (key, spec, labels); answers each entry, in
+        order, with `Created` or the error it met (returned, not raised: the other
+        entries went through)."""
         request = pb.BatchCreateSchedulesRequest(
-            requests=[pb.CreateScheduleRequest(key=k, spec=_spec(s)) for k, s in entries]
+            requests=[
+                pb.CreateScheduleRequest(
+                    key=e[0], spec=_spec(e[1]), labels=e[2] if len(e) == 3 else {}
+                )
+                for e in entries
+            ]
         )
         return convert.batch_from_pb(await self._unary(self._stub.BatchCreateSchedules, request))
 
@@ -237,14 +253,27 @@ class ClockworkClient:
         )
         return convert.backfilled_from_pb(await self._unary(self._stub.BackfillSchedule, request))
 
-    async def list(self, page_size: int = 100, page_token: str = "") -> Page[Schedule]:
+    async def list(
+        self, page_size: int = 100, page_token: str = "", query: ScheduleQuery | None = None
+    ) -> Page[Schedule]:
+        """A page of the tenant's schedules by key, of those `query` keeps if given (a
+        filtered page may be short, even empty, and still have a next page)."""
         request = pb.ListSchedulesRequest(page_size=page_size, page_token=page_token)
+        if query is not None:
+            convert.query_to_pb(query, request)
         return convert.schedule_page_from_pb(await self._unary(self._stub.ListSchedules, request))
 
-    async def list_all(self, page_size: int = 500) -> AsyncIterator[Schedule]:
+    async def set_labels(self, key: str, labels: Mapping[str, str]) -> Schedule:
+        """Replace the schedule's labels (those left out are removed)."""
+        request = pb.SetScheduleLabelsRequest(key=key, labels=labels)
+        return convert.schedule_from_pb(await self._unary(self._stub.SetScheduleLabels, request))
+
+    async def list_all(
+        self, page_size: int = 500, query: ScheduleQuery | None = None
+    ) -> AsyncIterator[Schedule]:
         token = ""
         while True:
-            page = await self.list(page_size, token)
+            page = await self.list(page_size, token, query)
             for schedule in page.items:
                 yield schedule
             token = page.next_page_token

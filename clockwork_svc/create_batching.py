@@ -25,20 +25,16 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from clockwork_svc.domain.model import Created
-from clockwork_svc.domain.spec import ScheduleSpec
+from clockwork_svc.domain.model import Created, NewSchedule
 from clockwork_svc.errors import ClockworkError
 
-CreateAll = Callable[
-    [str, Sequence[tuple[str, ScheduleSpec]]], Awaitable[list[Created | ClockworkError]]
-]
+CreateAll = Callable[[str, Sequence[NewSchedule]], Awaitable[list[Created | ClockworkError]]]
 """Creates one tenant's requests together; returns each one's outcome, in order."""
 
 
 @dataclass(slots=True)
 class _Pending:
-    key: str
-    spec: ScheduleSpec
+    request: NewSchedule
     answer: asyncio.Future[Created]
 
 
@@ -63,13 +59,13 @@ class CreateBatcher:
         self._tenants: dict[str, _Tenant] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
+    async def create(self, tenant: str, request: NewSchedule) -> Created:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Created] = loop.create_future()
         state = self._tenants.get(tenant)
         if state is None:
             state = self._tenants[tenant] = _Tenant()
-        state.queued.append(_Pending(key, spec, answer))
+        state.queued.append(_Pending(request, answer))
         if not state.flush_scheduled and state.in_flight < self._max_in_flight:
             state.flush_scheduled = True
             loop.call_soon(self._flush, tenant, state)
@@ -100,7 +96,7 @@ class CreateBatcher:
 
     async def _answer(self, tenant: str, requests: list[_Pending]) -> None:
         try:
-            outcomes = await self._create_all(tenant, [(r.key, r.spec) for r in requests])
+            outcomes = await self._create_all(tenant, [r.request for r in requests])
         except asyncio.CancelledError:
             for request in requests:
                 request.answer.cancel()

@@ -19,15 +19,19 @@ from urllib.parse import urlsplit
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.create_batching import CreateBatcher
 from clockwork_svc.domain import planning, triggers
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     Backfilled,
     ClusterLayout,
     Created,
     Execution,
     Firing,
+    NewSchedule,
     Schedule,
     ScheduleDetail,
+    ScheduleQuery,
     ScheduleState,
+    SearchPage,
     Triggered,
     TriggerRequest,
 )
@@ -55,6 +59,9 @@ MAX_BATCH = 1000
 # taken for a call that failed before writing it, and written by the repeat.
 TRIGGER_SETTLE_MS = 10_000
 MAX_BACKFILL = 1000
+# A search page looks at up to this many schedules per schedule asked for (2,000 at
+# least) before it answers, possibly short, with where to go on.
+SEARCH_BUDGET_PER_RESULT = 20
 # How many upcoming times and latest executions a describe or a preview answers with.
 DEFAULT_LISTED = 10
 MAX_LISTED = 100
@@ -98,12 +105,15 @@ class Scheduling:
                 "reserved); an operator can allow networks with --allow-private-targets",
             )
 
-    async def create(self, tenant: str, key: str, spec: ScheduleSpec) -> Created:
-        """Concurrent creates of one tenant are made together (create_batching)."""
-        return await self._creates.create(tenant, key, spec)
+    async def create(
+        self, tenant: str, key: str, spec: ScheduleSpec, labels: Labels = ()
+    ) -> Created:
+        """Concurrent creates of one tenant are made together (create_batching).
+        `labels` are normalized (domain/labels.py)."""
+        return await self._creates.create(tenant, NewSchedule(key, spec, labels))
 
     async def create_many(
-        self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]
+        self, tenant: str, requests: Sequence[NewSchedule]
     ) -> list[Created | ClockworkError]:
         """Each request's outcome, in order: as `create` would answer it alone."""
         if len(requests) > MAX_BATCH:
@@ -111,7 +121,7 @@ class Scheduling:
         return await self._create_all(tenant, requests)
 
     async def _create_all(
-        self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]
+        self, tenant: str, requests: Sequence[NewSchedule]
     ) -> list[Created | ClockworkError]:
         """Insert the valid requests' schedules together, then their first firings in
         one write (the store groups them by partition). A schedule is acknowledged only
@@ -120,15 +130,21 @@ class Scheduling:
         outcomes: list[Created | ClockworkError | None] = [None] * len(requests)
         planned: list[tuple[int, Schedule, Firing | None]] = []
         now = self._clock.now_ms()
-        for i, (key, spec) in enumerate(requests):
+        for i, request in enumerate(requests):
             try:
-                validate_key(key)
-                self._validate(spec)
+                validate_key(request.key)
+                self._validate(request.spec)
             except ClockworkError as exc:
                 outcomes[i] = exc
                 continue
             schedule, firing = planning.new_schedule(
-                tenant, key, spec, uuid.uuid4().hex, now, self._layout
+                tenant,
+                request.key,
+                request.spec,
+                uuid.uuid4().hex,
+                now,
+                self._layout,
+                request.labels,
             )
             planned.append((i, schedule, firing))
         found: list[Schedule | ClockworkError | None]
@@ -149,6 +165,11 @@ class Scheduling:
                 outcomes[i] = AlreadyExists(
                     f"schedule {schedule.key!r} exists with a different spec; "
                     "use update to change it"
+                )
+            elif other.labels != schedule.labels:
+                outcomes[i] = AlreadyExists(
+                    f"schedule {schedule.key!r} exists with other labels; "
+                    "use SetScheduleLabels to change them"
                 )
             else:
                 existing.append((i, other))
@@ -232,6 +253,22 @@ class Scheduling:
         self, tenant: str, after_key: str | None, limit: int
     ) -> list[Schedule]:
         return await self._store.list_schedules(tenant, after_key, limit)
+
+    async def search(
+        self, tenant: str, query: ScheduleQuery, after_key: str | None, limit: int
+    ) -> SearchPage:
+        """The tenant's schedules matching `query`, by key; a page may come back short
+        with a next page when the scan reached its budget."""
+        return await self._store.search_schedules(
+            tenant, query, after_key, limit, max(limit * SEARCH_BUDGET_PER_RESULT, 2000)
+        )
+
+    async def set_labels(self, tenant: str, key: str, labels: Labels) -> Schedule:
+        """Replace the schedule's labels (normalized); the spec and version stay."""
+        validate_key(key)
+        if not await self._store.set_schedule_labels(tenant, key, labels):
+            raise NotFound(f"no schedule {key!r}")
+        return await self.get(tenant, key)
 
     async def executions(
         self, tenant: str, key: str, before: tuple[int, str] | None, limit: int

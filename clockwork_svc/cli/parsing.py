@@ -60,8 +60,13 @@ def etcd_endpoints(text: str, name: str) -> str:
     return text
 
 
-def header(text: str) -> tuple[str, str]:
+def header(text: str, flag: str = "--header") -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--header")
+        raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint=flag)
     return name.strip(), value
+
+
+def labels(texts: tuple[str, ...]) -> dict[str, str]:
+    """`--label KEY=VALUE` options as a mapping (the server checks the rules)."""
+    return dict(header(text, "--label") for text in texts)

@@ -16,11 +16,13 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from clockwork_svc.api.v1 import convert
+from clockwork_svc.cli import parsing
 from clockwork_svc.cli.options import option_group
 from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Execution, Schedule
+from clockwork_svc.domain.labels import Selector, parse_selector
+from clockwork_svc.domain.model import Execution, Schedule, ScheduleQuery, ScheduleState
 from clockwork_svc.domain.spec import (
     DEFAULT_METHOD,
     HttpTarget,
@@ -30,7 +32,7 @@ from clockwork_svc.domain.spec import (
     ScheduleSpec,
     Target,
 )
-from clockwork_svc.errors import ClockworkError
+from clockwork_svc.errors import ClockworkError, InvalidArgument
 
 T = TypeVar("T")
 
@@ -132,6 +134,7 @@ def _print_schedule(s: Schedule, as_json: bool) -> None:
         f"({s.last_outcome.name if s.last_outcome else '-'})  "
         f"fired={s.fired_count}"
         + (f"  failed-in-a-row={s.failures_in_row}" if s.failures_in_row else "")
+        + (f"  labels: {','.join(f'{k}={v}' for k, v in s.labels)}" if s.labels else "")
         + (f"  note: {s.note}" if s.note else "")
     )
 
@@ -259,13 +262,29 @@ _spec_options = option_group(
 )
 
 
+label_option = click.option(
+    "--label",
+    "label_texts",
+    multiple=True,
+    help="KEY=VALUE (Kubernetes label rules); repeatable.",
+)
+
+
 @schedule.command("create")
 @click.option("--key", required=True, help="Unique per tenant; repeating a create is safe.")
 @_spec_options
+@label_option
 @client_options
-def create(key: str, spec: ScheduleSpec, client: ClientSettings, as_json: bool) -> None:
+def create(
+    key: str,
+    spec: ScheduleSpec,
+    label_texts: tuple[str, ...],
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
     """Create a schedule (idempotent on tenant and key)."""
-    response = run_client(lambda c: c.create(key, spec), client)
+    wanted = parsing.labels(label_texts)
+    response = run_client(lambda c: c.create(key, spec, wanted), client)
     if as_json:
         print_json(convert.created_to_pb(response))
         return
@@ -367,6 +386,13 @@ def preview(
         click.echo("  (no occurrence)")
 
 
+def _selector(text: str) -> Selector:
+    try:
+        return parse_selector(text, "--selector")
+    except InvalidArgument as exc:
+        raise click.BadParameter(exc.message, param_hint="--selector") from exc
+
+
 def _zone_of(trigger: triggers.Trigger) -> ZoneInfo | None:
     """The zone a cron trigger's times read best in (None: UTC is enough)."""
     if isinstance(trigger, triggers.CronTrigger) and trigger.timezone != "UTC":
@@ -393,13 +419,51 @@ def _execution_line(e: Execution) -> str:
     )
 
 
+@schedule.command("label")
+@click.argument("key")
+@label_option
+@client_options
+def label(key: str, label_texts: tuple[str, ...], client: ClientSettings, as_json: bool) -> None:
+    """Replace a schedule's labels with the --label options given (none: remove all)."""
+    wanted = parsing.labels(label_texts)
+    _print_schedule(run_client(lambda c: c.set_labels(key, wanted), client), as_json)
+
+
+_STATE_NAMES = {s.name.lower(): s for s in ScheduleState}
+
+
 @schedule.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
+@click.option("--selector", default="", help="Label selector, e.g. 'team=payments,env!=dev'.")
+@click.option("--prefix", default="", help="Only keys starting with this.")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(sorted(_STATE_NAMES)),
+    help="Only schedules in this state; repeatable.",
+)
 @client_options
-def list_(page_size: int, page_token: str, client: ClientSettings, as_json: bool) -> None:
-    """List the tenant's schedules by key."""
-    page = run_client(lambda c: c.list(page_size, page_token), client)
+def list_(
+    page_size: int,
+    page_token: str,
+    selector: str,
+    prefix: str,
+    states: tuple[str, ...],
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
+    """List the tenant's schedules by key (a filtered page may be short and still have
+    a next page)."""
+    query = None
+    if selector or prefix or states:
+        query = ScheduleQuery(
+            prefix,
+            frozenset(_STATE_NAMES[s] for s in states),
+            _selector(selector) if selector else None,
+        )
+    page = run_client(lambda c: c.list(page_size, page_token, query), client)
     if as_json:
         print_json(convert.schedule_page_to_pb(page))
         return

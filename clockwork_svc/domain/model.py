@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from clockwork_svc.domain.labels import Labels, Selector
 from clockwork_svc.domain.spec import ScheduleSpec
 
 
@@ -53,6 +54,53 @@ class Schedule:
     note: str = ""
     # Occurrences in a row that failed for good (reset by a success).
     failures_in_row: int = 0
+    # (key, value) pairs sorted by key (domain/labels.py); not part of the spec.
+    labels: Labels = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NewSchedule:
+    """One create request: the key, the spec and the labels (normalized)."""
+
+    key: str
+    spec: ScheduleSpec
+    labels: Labels = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleQuery:
+    """Which of a tenant's schedules a listing keeps: keys starting with `prefix`, in
+    one of `states` (empty: any), matching `selector` (None: any)."""
+
+    prefix: str = ""
+    states: frozenset[ScheduleState] = frozenset()
+    selector: Selector | None = None
+
+    @property
+    def key_end(self) -> str:
+        """Above every key starting with the prefix (keys are ASCII)."""
+        return self.prefix + "\U0010ffff"
+
+    def start(self, after_key: str | None) -> str:
+        """The first key a page can hold is at or above this (the key `after_key`
+        itself excluded)."""
+        return max(after_key or "", self.prefix)
+
+    def matches(self, schedule: Schedule) -> bool:
+        return (
+            schedule.key.startswith(self.prefix)
+            and (not self.states or schedule.state in self.states)
+            and (self.selector is None or self.selector.matches(schedule.labels))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """A page of a search and where the next starts (None: no more); a page may hold
+    fewer than asked for and still have a next (the scan stopped at its budget)."""
+
+    schedules: tuple[Schedule, ...]
+    next_after: str | None
 
 
 @dataclass(frozen=True, slots=True)

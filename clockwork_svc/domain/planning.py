@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from clockwork_svc.domain import identity, retry, triggers
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     DEFAULT_RESPONSE_CAPTURE_BYTES,
     ClusterLayout,
@@ -116,6 +117,7 @@ def new_schedule(
     schedule_id: str,
     now_ms: int,
     layout: ClusterLayout,
+    labels: Labels = (),
 ) -> tuple[Schedule, Firing | None]:
     schedule = Schedule(
         tenant=tenant,
@@ -127,6 +129,7 @@ def new_schedule(
         created_ms=now_ms,
         updated_ms=now_ms,
         shard=identity.shard_of(tenant, routing_key(key, spec), layout.shard_count),
+        labels=labels,
     )
     return arm(schedule, now_ms)
 

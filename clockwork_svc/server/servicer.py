@@ -22,8 +22,8 @@ from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.api.v1.model import Page
 from clockwork_svc.dead_letters import DeadLetters, Range
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Created
-from clockwork_svc.domain.spec import ScheduleSpec, validate_key
+from clockwork_svc.domain.model import Created, NewSchedule
+from clockwork_svc.domain.spec import validate_key
 from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import DEFAULT_LISTED, MAX_BATCH, Scheduling
@@ -132,7 +132,10 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         self, request: pb.CreateScheduleRequest, tenant: str
     ) -> pb.CreateScheduleResponse:
         spec = convert.spec_from_pb(request.spec)
-        return convert.created_to_pb(await self._scheduling.create(tenant, request.key, spec))
+        labels = convert.labels_from_pb(request.labels, "labels")
+        return convert.created_to_pb(
+            await self._scheduling.create(tenant, request.key, spec, labels)
+        )
 
     @_rpc
     async def BatchCreateSchedules(
@@ -141,16 +144,17 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         if len(request.requests) > MAX_BATCH:
             raise InvalidArgument("requests", f"at most {MAX_BATCH} per batch")
         outcomes: list[Created | ClockworkError | None] = [None] * len(request.requests)
-        valid: list[tuple[int, str, ScheduleSpec]] = []
+        valid: list[tuple[int, NewSchedule]] = []
         for i, entry in enumerate(request.requests):
             try:
-                valid.append(
-                    (i, entry.key, convert.spec_from_pb(entry.spec, f"requests[{i}].spec"))
-                )
+                spec = convert.spec_from_pb(entry.spec, f"requests[{i}].spec")
+                labels = convert.labels_from_pb(entry.labels, f"requests[{i}].labels")
             except InvalidArgument as exc:
                 outcomes[i] = exc
-        created = await self._scheduling.create_many(tenant, [(k, s) for _, k, s in valid])
-        for (i, _, _), outcome in zip(valid, created, strict=True):
+                continue
+            valid.append((i, NewSchedule(entry.key, spec, labels)))
+        created = await self._scheduling.create_many(tenant, [r for _, r in valid])
+        for (i, _), outcome in zip(valid, created, strict=True):
             outcomes[i] = outcome
         return convert.batch_to_pb([o for o in outcomes if o is not None])
 
@@ -184,9 +188,23 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.ListSchedulesResponse:
         limit = page_size(request.page_size)
         after = decode_token(request.page_token, 1)[0] if request.page_token else None
+        query = convert.query_from_pb(request)
+        if query is not None:
+            found = await self._scheduling.search(tenant, query, after, limit)
+            token = encode_token(found.next_after) if found.next_after is not None else ""
+            return convert.schedule_page_to_pb(Page(found.schedules, token))
         schedules = await self._scheduling.list_schedules(tenant, after, limit)
         token = encode_token(schedules[-1].key) if len(schedules) == limit else ""
         return convert.schedule_page_to_pb(Page(tuple(schedules), token))
+
+    @_rpc
+    async def SetScheduleLabels(
+        self, request: pb.SetScheduleLabelsRequest, tenant: str
+    ) -> pb.Schedule:
+        labels = convert.labels_from_pb(request.labels, "labels")
+        return convert.schedule_to_pb(
+            await self._scheduling.set_labels(tenant, request.key, labels)
+        )
 
     @_rpc
     async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, tenant: str) -> pb.Schedule:

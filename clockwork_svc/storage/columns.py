@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Generic, Protocol, TypeVar
 
+from clockwork_svc.domain import labels
 from clockwork_svc.domain.codec import spec_from_json, spec_to_json
 from clockwork_svc.domain.model import (
     DeadLetter,
@@ -103,6 +104,7 @@ def _schedule_values(s: Schedule) -> tuple[Any, ...]:
         s.fired_count,
         s.note,
         s.failures_in_row,
+        labels.encode(s.labels),
     )
 
 
@@ -123,6 +125,7 @@ def _schedule(row: Row) -> Schedule:
         fired_count=row["fired_count"] or 0,
         note=row["note"] or "",
         failures_in_row=row["failures_in_row"] or 0,
+        labels=labels.decode(row["labels"]),
     )
 
 
@@ -145,10 +148,12 @@ SCHEDULES: Table[Schedule] = Table(
         "fired_count",
         "note",
         "failures_in_row",
+        "labels",
     ),
     ("tenant", "key"),
     _schedule_values,
     _schedule,
+    list_columns=frozenset({"labels"}),
 )
 
 SCHEDULE_CHANGE = (

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clockwork_svc.abc import SystemClock
+from clockwork_svc.domain import labels as labels_codec
 from clockwork_svc.domain.identity import bucket_of
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     TRIGGER_REQUEST_TTL_MS,
     ClusterLayout,
@@ -28,7 +30,9 @@ from clockwork_svc.domain.model import (
     FiringRecord,
     Progress,
     Schedule,
+    ScheduleQuery,
     ScheduleState,
+    SearchPage,
     ShardCursor,
     TriggerRequest,
 )
@@ -61,7 +65,7 @@ CREATE TABLE IF NOT EXISTS schedules (
     created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, shard INTEGER NOT NULL,
     next_fire_ms INTEGER, last_fire_ms INTEGER, last_outcome TEXT,
     fired_count INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '',
-    failures_in_row INTEGER NOT NULL DEFAULT 0,
+    failures_in_row INTEGER NOT NULL DEFAULT 0, labels TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (tenant, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS firings (
     shard INTEGER NOT NULL, bucket INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL,
@@ -153,7 +157,7 @@ class SqliteStore:
             cur = self._conn.execute(
                 f"INSERT INTO schedules ({SCHEDULES.names}) "
                 f"VALUES ({markers(len(SCHEDULES.columns))}) ON CONFLICT (tenant, key) DO NOTHING",
-                SCHEDULES.encode(s),
+                _values(SCHEDULES, s),
             )
         if cur.rowcount == 1:
             return None
@@ -170,7 +174,7 @@ class SqliteStore:
             f"SELECT {SCHEDULES.selected} FROM schedules WHERE tenant = ? AND key = ?",
             (tenant, key),
         )
-        return SCHEDULES.decode(row) if row else None
+        return _record(SCHEDULES, row) if row else None
 
     async def list_schedules(
         self, tenant: str, after_key: str | None, limit: int
@@ -182,7 +186,49 @@ class SqliteStore:
             "ORDER BY key LIMIT ?",
             (tenant, after_key or "", limit),
         )
-        return [SCHEDULES.decode(r) for r in rows]
+        return [_record(SCHEDULES, r) for r in rows]
+
+    async def search_schedules(
+        self, tenant: str, query: ScheduleQuery, after_key: str | None, limit: int, budget: int
+    ) -> SearchPage:
+        return await self._run(self._search_schedules, tenant, query, after_key, limit, budget)
+
+    def _search_schedules(
+        self, tenant: str, query: ScheduleQuery, after_key: str | None, limit: int, budget: int
+    ) -> SearchPage:
+        found: list[Schedule] = []
+        start, after = query.start(after_key), after_key or ""
+        scanned = 0
+        while scanned < budget:
+            batch = min(budget - scanned, 500)
+            rows = _fetchall(
+                self._conn,
+                f"SELECT {SCHEDULES.selected} FROM schedules WHERE tenant = ? AND key >= ? "
+                "AND key > ? AND key < ? ORDER BY key LIMIT ?",
+                (tenant, start, after, query.key_end, batch),
+            )
+            for row in rows:
+                schedule = _record(SCHEDULES, row)
+                after = schedule.key
+                if query.matches(schedule):
+                    found.append(schedule)
+                    if len(found) == limit:
+                        return SearchPage(tuple(found), after)
+            scanned += len(rows)
+            if len(rows) < batch:
+                return SearchPage(tuple(found), None)
+        return SearchPage(tuple(found), after)
+
+    async def set_schedule_labels(self, tenant: str, key: str, labels: Labels) -> bool:
+        return (
+            await self._run(
+                _execute_count,
+                self._conn,
+                "UPDATE schedules SET labels = ? WHERE tenant = ? AND key = ?",
+                (json.dumps(labels_codec.encode(labels)), tenant, key),
+            )
+            == 1
+        )
 
     async def replace_schedule(self, schedule: Schedule, expected_version: int) -> bool:
         changed = SCHEDULES.pick(SCHEDULES.encode(schedule), SCHEDULE_CHANGE + SCHEDULES.key)
@@ -514,6 +560,8 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(schedules)")}
     if "note" not in columns:
         conn.execute("ALTER TABLE schedules ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+    if "labels" not in columns:
+        conn.execute("ALTER TABLE schedules ADD COLUMN labels TEXT NOT NULL DEFAULT '[]'")
     if "failures_in_row" not in columns:
         conn.execute("ALTER TABLE schedules ADD COLUMN failures_in_row INTEGER NOT NULL DEFAULT 0")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(executions)")}

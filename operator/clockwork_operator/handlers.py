@@ -106,6 +106,7 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
     @kopf.on.resume(*RESOURCE, id="apply", registry=registry)
     @kopf.on.create(*RESOURCE, id="apply", registry=registry)
     @kopf.on.update(*RESOURCE, id="apply", field="spec", registry=registry)
+    @kopf.on.update(*RESOURCE, id="apply-labels", field="metadata.labels", registry=registry)
     async def apply(
         spec: kopf.Spec,
         meta: kopf.Meta,
@@ -118,7 +119,7 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
     ) -> None:
         rid = ResourceId(namespace or "", name or "", uid or "")
         try:
-            seen = await rt.ready().apply(rid, dict(spec))
+            seen = await rt.ready().apply(rid, dict(spec), dict(meta.get("labels") or {}))
         except Invalid as exc:
             _set_ready(patch, status, False, "InvalidSpec", str(exc))
             patch.status["observedGeneration"] = meta.get("generation")

@@ -6,7 +6,7 @@ its two exceptions to Kopf's retry semantics."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +73,11 @@ class Reconciler:
         self._clients = clients
         self._throttle = throttle
 
-    async def apply(self, rid: ResourceId, spec: dict[str, Any]) -> Observed:
-        """Make the schedule match the spec; returns what the API then reports."""
+    async def apply(
+        self, rid: ResourceId, spec: dict[str, Any], labels: Mapping[str, str] | None = None
+    ) -> Observed:
+        """Make the schedule match the spec and carry the resource's labels; returns
+        what the API then reports."""
         try:
             want = desired(spec)
         except SpecError as exc:
@@ -82,7 +85,7 @@ class Reconciler:
         client = await self._client(rid.namespace, want)
         try:
             async with self._throttle.turn():
-                schedule = await self._upsert(client, rid.key, want)
+                schedule = await self._upsert(client, rid.key, want, dict(labels or {}))
                 schedule = await self._suspend(client, schedule, want.suspend)
         except ClockworkError as exc:
             raise _mapped(exc) from exc
@@ -132,15 +135,21 @@ class Reconciler:
             raise Retry(str(exc), 30) from exc
         return self._clients.client(credential)
 
-    async def _upsert(self, client: ClockworkClient, key: str, want: Desired) -> Schedule:
+    async def _upsert(
+        self, client: ClockworkClient, key: str, want: Desired, labels: dict[str, str]
+    ) -> Schedule:
         try:
-            return (await client.create(key, want.spec)).schedule
+            return (await client.create(key, want.spec, labels)).schedule
         except AlreadyExists:
             pass
         current = await client.get(key)
         if current.state is ScheduleState.CANCELLED:
             raise Invalid(f"schedule {key} was cancelled; re-create the resource")
-        return await client.update(key, want.spec)
+        if current.spec != want.spec:
+            current = await client.update(key, want.spec)
+        if dict(current.labels) != labels:
+            current = await client.set_labels(key, labels)
+        return current
 
     async def _suspend(
         self, client: ClockworkClient, schedule: Schedule, suspend: bool

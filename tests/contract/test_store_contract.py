@@ -10,6 +10,7 @@ import uuid
 
 from clockwork_svc.abc import Store
 from clockwork_svc.domain import identity
+from clockwork_svc.domain.labels import parse_selector
 from clockwork_svc.domain.model import (
     DeadLetter,
     Execution,
@@ -19,6 +20,7 @@ from clockwork_svc.domain.model import (
     Outcome,
     Progress,
     Schedule,
+    ScheduleQuery,
     ScheduleState,
     TriggerRequest,
 )
@@ -238,6 +240,63 @@ async def test_a_pause_note_and_the_failures_in_a_row_round_trip(store: Store) -
     )
     assert await store.replace_schedule(resumed, 2)
     assert await store.get_schedule(t, "k") == resumed
+
+
+async def test_labels_round_trip_and_are_replaced_whole(store: Store) -> None:
+    t = tenant()
+    s = make_schedule(t, "k", labels=(("example.com/team", "payments"), ("tier", "")))
+    await store.insert_schedule(s)
+    assert await store.get_schedule(t, "k") == s
+    assert await store.set_schedule_labels(t, "k", (("env", "prod"),))
+    got = await store.get_schedule(t, "k")
+    assert got == dataclasses.replace(s, labels=(("env", "prod"),))
+    assert await store.set_schedule_labels(t, "k", ())
+    assert await store.get_schedule(t, "k") == dataclasses.replace(s, labels=())
+    assert not await store.set_schedule_labels(t, "missing", (("a", "b"),))
+    assert await store.get_schedule(t, "missing") is None
+
+
+async def search_all(store: Store, t: str, query: ScheduleQuery, limit: int) -> list[str]:
+    keys: list[str] = []
+    after: str | None = None
+    for _ in range(1000):
+        page = await store.search_schedules(t, query, after, limit, 50)
+        keys += [s.key for s in page.schedules]
+        if page.next_after is None:
+            return keys
+        after = page.next_after
+    raise AssertionError("the search never ended")
+
+
+async def test_search_filters_by_prefix_state_and_labels_across_pages(store: Store) -> None:
+    t = tenant()
+    expected: dict[str, list[str]] = {"pay": [], "pay-prod": [], "a/": [], "paused": []}
+    for i in range(150):
+        team = "payments" if i % 3 == 0 else "search"
+        env = "prod" if i % 2 == 0 else "dev"
+        key = f"{'a/' if i % 5 == 0 else 'b/'}job-{i:03d}"
+        state = ScheduleState.PAUSED if i % 7 == 0 else ScheduleState.ACTIVE
+        await store.insert_schedule(
+            make_schedule(t, key, labels=(("env", env), ("team", team)), state=state)
+        )
+        expected["pay"] += [key] if team == "payments" else []
+        expected["pay-prod"] += [key] if team == "payments" and env == "prod" else []
+        expected["a/"] += [key] if key.startswith("a/") else []
+        expected["paused"] += [key] if state is ScheduleState.PAUSED else []
+    await store.insert_schedule(
+        make_schedule(tenant(), "a/job-000", labels=(("team", "payments"),))
+    )
+    for name, query in (
+        ("pay", ScheduleQuery(selector=parse_selector("team=payments"))),
+        ("pay-prod", ScheduleQuery(selector=parse_selector("team in (payments),env!=dev"))),
+        ("a/", ScheduleQuery(prefix="a/")),
+        ("paused", ScheduleQuery(states=frozenset({ScheduleState.PAUSED}))),
+    ):
+        want = sorted(expected[name])
+        for limit in (7, 1000):
+            assert await search_all(store, t, query, limit) == want, (name, limit)
+    nothing = ScheduleQuery(prefix="a/", selector=parse_selector("team=none"))
+    assert await search_all(store, t, nothing, 10) == []
 
 
 async def test_complete_marks_the_current_active_version_completed(store: Store) -> None:

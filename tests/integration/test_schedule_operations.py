@@ -18,9 +18,10 @@ from clockwork_svc import app
 from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
-from clockwork_svc.domain.model import ClusterLayout, Outcome, ScheduleState
+from clockwork_svc.domain.labels import Selector, parse_selector
+from clockwork_svc.domain.model import ClusterLayout, Outcome, ScheduleQuery, ScheduleState
 from clockwork_svc.domain.spec import RetryKind, RetryPolicy
-from clockwork_svc.errors import FailedPrecondition, InvalidArgument, NotFound
+from clockwork_svc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from clockwork_svc.settings import CassandraSettings, StoreSettings
 from tests.conftest import require_server
 from tests.integration.test_dev_node import dev_settings, now_ms, spec
@@ -371,3 +372,66 @@ async def test_an_execution_keeps_the_start_of_the_response(
     assert big.response_body == b"y" * 1024  # the default share
     # get shows the same record among the latest executions.
     assert (await client.describe("small")).recent == (small,)
+
+
+# --- labels and search ---------------------------------------------------------------------
+
+
+async def test_labels_select_schedules_and_can_be_replaced(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    later = triggers.OnceTrigger(now_ms() + HOUR_MS)
+    for i in range(12):
+        labels = {"team": "payments" if i % 2 else "search", "env": "prod" if i % 3 else "dev"}
+        await client.create(f"job-{i:02d}", spec(sink.url + "/x", later), labels)
+    await client.create("other", spec(sink.url + "/x", later))
+    await client.pause("job-01")
+
+    async def keys(query: ScheduleQuery, page_size: int = 100) -> list[str]:
+        return [s.key async for s in client.list_all(page_size, query)]
+
+    payments = [f"job-{i:02d}" for i in range(12) if i % 2]
+    assert await keys(ScheduleQuery(selector=parse_selector("team=payments"))) == payments
+    assert await keys(ScheduleQuery(selector=parse_selector("team=payments")), 2) == payments
+    prod_payments = [k for k in payments if int(k[-2:]) % 3]
+    selector = parse_selector("team=payments,env!=dev")
+    assert await keys(ScheduleQuery(selector=selector)) == prod_payments
+    assert await keys(ScheduleQuery(selector=parse_selector("!team"))) == ["other"]
+    paused = frozenset({ScheduleState.PAUSED})
+    assert await keys(ScheduleQuery(prefix="job-0", states=paused)) == ["job-01"]
+    [job] = (await client.list(10, "", ScheduleQuery(prefix="job-03"))).items
+    assert dict(job.labels) == {"team": "payments", "env": "dev"}
+
+    # A repeated create must name the same labels.
+    with pytest.raises(AlreadyExists, match="labels"):
+        await client.create("job-03", spec(sink.url + "/x", later), {"team": "search"})
+    relabelled = await client.set_labels("job-03", {"team": "search"})
+    assert relabelled.labels == (("team", "search"),) and relabelled.version == job.version
+    assert "job-03" not in await keys(ScheduleQuery(selector=parse_selector("team=payments")))
+
+
+@pytest.mark.parametrize(
+    ("labels", "named"),
+    [
+        ({"bad key": "x"}, "'bad key'"),
+        ({"team": "x" * 64}, "'team'"),
+        ({"UPPER.example.com/a": "x"}, "'UPPER.example.com/a'"),
+        ({f"k{i}": "v" for i in range(33)}, "at most 32"),
+    ],
+)
+async def test_bad_labels_are_refused_naming_the_label(
+    client: ClockworkClient, sink: RecordingSink, labels: dict[str, str], named: str
+) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        await client.create("k", spec(sink.url + "/x", triggers.OnceTrigger(now_ms())), labels)
+    assert err.value.field == "labels" and named in err.value.message
+
+
+async def test_a_bad_listing_filter_names_its_field(client: ClockworkClient) -> None:
+    bad = ScheduleQuery(selector=Selector((), "team>payments"))
+    with pytest.raises(InvalidArgument) as err:
+        await client.list(10, "", bad)
+    assert err.value.field == "label_selector"
+    with pytest.raises(InvalidArgument) as err:
+        await client.list(10, "", ScheduleQuery(prefix="has space"))
+    assert err.value.field == "key_prefix"

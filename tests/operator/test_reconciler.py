@@ -40,16 +40,35 @@ class FakeClient:
         if method in self.fail:
             raise self.fail[method]
 
-    async def create(self, key: str, spec: ScheduleSpec) -> Created:
+    async def create(
+        self, key: str, spec: ScheduleSpec, labels: dict[str, str] | None = None
+    ) -> Created:
         self._call("create")
+        wanted = tuple(sorted((labels or {}).items()))
         if key in self.schedules:
-            if self.schedules[key].spec != spec:
+            if self.schedules[key].spec != spec or self.schedules[key].labels != wanted:
                 raise error_of(Code.ALREADY_EXISTS, f"schedule {key!r} exists")
             return Created(self.schedules[key], False)
         self.schedules[key] = Schedule(
-            "shop", key, "id", spec, ScheduleState.ACTIVE, 1, 0, 0, 0, next_fire_ms=60_000
+            "shop",
+            key,
+            "id",
+            spec,
+            ScheduleState.ACTIVE,
+            1,
+            0,
+            0,
+            0,
+            next_fire_ms=60_000,
+            labels=wanted,
         )
         return Created(self.schedules[key], True)
+
+    async def set_labels(self, key: str, labels: dict[str, str]) -> Schedule:
+        self._call("set_labels")
+        current = await self.get(key)
+        self.schedules[key] = dataclasses.replace(current, labels=tuple(sorted(labels.items())))
+        return self.schedules[key]
 
     async def get(self, key: str) -> Schedule:
         self._call("get")
@@ -206,3 +225,17 @@ async def test_a_refresh_is_skipped_while_the_api_budget_is_in_use(client: FakeC
         with pytest.raises(Busy):
             await reconciler.refresh(RID, SPEC)
     assert await reconciler.refresh(RID, SPEC) is not None
+
+
+async def test_apply_carries_the_resources_labels(
+    reconciler: Reconciler, client: FakeClient
+) -> None:
+    await reconciler.apply(RID, SPEC, {"team": "payments"})
+    assert client.schedules[RID.key].labels == (("team", "payments"),)
+    client.calls.clear()
+    await reconciler.apply(RID, SPEC, {"team": "payments", "env": "prod"})
+    assert client.schedules[RID.key].labels == (("env", "prod"), ("team", "payments"))
+    assert client.calls == ["create", "get", "set_labels", "get"]
+    client.calls.clear()
+    await reconciler.apply(RID, SPEC, {"team": "payments", "env": "prod"})
+    assert client.calls == ["create"]  # nothing to change

@@ -11,7 +11,7 @@ import pytest
 
 from clockwork_svc.create_batching import CreateBatcher
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Created, Schedule, ScheduleState
+from clockwork_svc.domain.model import Created, NewSchedule, Schedule, ScheduleState
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.errors import ClockworkError, InvalidArgument, StoreUnavailable
 
@@ -31,15 +31,15 @@ class Recorder:
         self.called = asyncio.Event()
 
     async def __call__(
-        self, tenant: str, requests: Sequence[tuple[str, ScheduleSpec]]
+        self, tenant: str, requests: Sequence[NewSchedule]
     ) -> list[Created | ClockworkError]:
-        self.calls.append((tenant, [k for k, _ in requests]))
+        self.calls.append((tenant, [r.key for r in requests]))
         self.called.set()
         await self.release.wait()
         if self.fail_with is not None:
             raise self.fail_with
         out: list[Created | ClockworkError] = []
-        for key, s in requests:
+        for key, s in ((r.key, r.spec) for r in requests):
             if key.startswith("bad"):
                 out.append(InvalidArgument("key", f"bad key {key!r}"))
             else:
@@ -52,10 +52,10 @@ async def test_one_batch_per_tenant_and_turn_each_caller_its_own_answer() -> Non
     recorder = Recorder()
     batcher = CreateBatcher(recorder, max_batch=100)
     results = await asyncio.gather(
-        batcher.create("a", "k1", spec()),
-        batcher.create("a", "bad1", spec()),
-        batcher.create("b", "k2", spec()),
-        batcher.create("a", "k3", spec()),
+        batcher.create("a", NewSchedule("k1", spec())),
+        batcher.create("a", NewSchedule("bad1", spec())),
+        batcher.create("b", NewSchedule("k2", spec())),
+        batcher.create("a", NewSchedule("k3", spec())),
         return_exceptions=True,
     )
     assert sorted(recorder.calls) == [("a", ["k1", "bad1", "k3"]), ("b", ["k2"])]
@@ -68,9 +68,9 @@ async def test_one_batch_per_tenant_and_turn_each_caller_its_own_answer() -> Non
 async def test_batches_are_bounded_and_later_turns_make_new_batches() -> None:
     recorder = Recorder()
     batcher = CreateBatcher(recorder, max_batch=3)
-    await asyncio.gather(*(batcher.create("a", f"k{i}", spec()) for i in range(7)))
+    await asyncio.gather(*(batcher.create("a", NewSchedule(f"k{i}", spec())) for i in range(7)))
     assert [len(keys) for _, keys in recorder.calls] == [3, 3, 1]
-    await batcher.create("a", "later", spec())
+    await batcher.create("a", NewSchedule("later", spec()))
     assert recorder.calls[-1] == ("a", ["later"])
 
 
@@ -79,7 +79,8 @@ async def test_a_failed_batch_fails_every_member() -> None:
     recorder.fail_with = StoreUnavailable("cassandra: down")
     batcher = CreateBatcher(recorder, max_batch=10)
     results = await asyncio.gather(
-        *(batcher.create("a", f"k{i}", spec()) for i in range(3)), return_exceptions=True
+        *(batcher.create("a", NewSchedule(f"k{i}", spec())) for i in range(3)),
+        return_exceptions=True,
     )
     assert all(isinstance(r, StoreUnavailable) for r in results)
 
@@ -88,8 +89,8 @@ async def test_a_cancelled_caller_leaves_the_others_answered() -> None:
     recorder = Recorder()
     recorder.release.clear()
     batcher = CreateBatcher(recorder, max_batch=10)
-    first = asyncio.create_task(batcher.create("a", "k1", spec()))
-    second = asyncio.create_task(batcher.create("a", "k2", spec()))
+    first = asyncio.create_task(batcher.create("a", NewSchedule("k1", spec())))
+    second = asyncio.create_task(batcher.create("a", NewSchedule("k2", spec())))
     await recorder.called.wait()
     first.cancel()
     recorder.release.set()
@@ -107,9 +108,11 @@ async def test_a_caller_cancelled_while_queued_is_not_sent() -> None:
     recorder = Recorder()
     recorder.release.clear()
     batcher = CreateBatcher(recorder, max_batch=10, max_in_flight=1)
-    first = asyncio.create_task(batcher.create("a", "k1", spec()))
+    first = asyncio.create_task(batcher.create("a", NewSchedule("k1", spec())))
     await recorder.called.wait()  # k1's batch is in flight: the next ones queue
-    queued = [asyncio.create_task(batcher.create("a", k, spec())) for k in ("k2", "k3")]
+    queued = [
+        asyncio.create_task(batcher.create("a", NewSchedule(k, spec()))) for k in ("k2", "k3")
+    ]
     await asyncio.sleep(0)
     queued[0].cancel()
     recorder.release.set()

@@ -12,7 +12,7 @@ import pytest
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import ClusterLayout, Created, Firing
+from clockwork_svc.domain.model import ClusterLayout, Created, Firing, NewSchedule
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
 from clockwork_svc.errors import AlreadyExists, InvalidArgument, StoreUnavailable
@@ -70,12 +70,12 @@ async def test_each_entry_is_answered_as_alone(store: FlakyFirings) -> None:
     results = await api.create_many(
         "t",
         [
-            ("fresh", once(due)),
-            ("bad key\n", once(due)),
-            ("same", once(due)),
-            ("other", once(due + 1)),
-            ("twice", once(due)),
-            ("twice", once(due)),
+            NewSchedule("fresh", once(due)),
+            NewSchedule("bad key\n", once(due)),
+            NewSchedule("same", once(due)),
+            NewSchedule("other", once(due + 1)),
+            NewSchedule("twice", once(due)),
+            NewSchedule("twice", once(due)),
         ],
     )
     fresh, bad, same, other, twice_a, twice_b = results
@@ -95,15 +95,15 @@ async def test_a_failed_firing_write_fails_the_new_entries_and_a_retry_arms_them
 ) -> None:
     api = scheduling(store)
     due = CLOCK.now_ms() + 3_600_000
-    requests = [(f"k{i}", once(due)) for i in range(5)]
+    requests = [NewSchedule(f"k{i}", once(due)) for i in range(5)]
     store.failures = 1
     first = await api.create_many("t", requests)
     assert all(isinstance(r, StoreUnavailable) for r in first)
     # The schedules were inserted; their first firings were not.
-    assert not any([await armed(store, k) for k, _ in requests])
+    assert not any([await armed(store, r.key) for r in requests])
     again = await api.create_many("t", requests)
     assert [isinstance(r, Created) and not r.created for r in again] == [True] * 5
-    assert all([await armed(store, k) for k, _ in requests])
+    assert all([await armed(store, r.key) for r in requests])
 
 
 async def test_concurrent_unary_creates_are_answered_as_alone(store: FlakyFirings) -> None:

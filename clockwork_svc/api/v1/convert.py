@@ -9,7 +9,7 @@ the server sent. Field paths in errors use the proto field names. Generated code
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
@@ -25,7 +25,9 @@ from clockwork_svc.api.v1.model import (
     TenantInfo,
     TokenIssued,
 )
+from clockwork_svc.domain import labels as label_rules
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.domain.model import (
     DEFAULT_RESPONSE_CAPTURE_BYTES,
@@ -37,6 +39,7 @@ from clockwork_svc.domain.model import (
     RedriveResult,
     Schedule,
     ScheduleDetail,
+    ScheduleQuery,
     ScheduleState,
     Triggered,
 )
@@ -48,6 +51,7 @@ from clockwork_svc.domain.spec import (
     RetryPolicy,
     ScheduleSpec,
     Target,
+    validate_key,
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.errors import ClockworkError, InvalidArgument
@@ -278,6 +282,7 @@ def schedule_to_pb(s: Schedule) -> pb.Schedule:
         last_outcome=_OUTCOMES[s.last_outcome] if s.last_outcome else pb.OUTCOME_UNSPECIFIED,
         pause_note=s.note,
         failures_in_row=s.failures_in_row,
+        labels=dict(s.labels),
     )
     if s.next_fire_ms is not None and s.state is ScheduleState.ACTIVE:
         out.next_fire_time.CopyFrom(ms_to_ts(s.next_fire_ms))
@@ -306,7 +311,36 @@ def schedule_from_pb(s: pb.Schedule) -> Schedule:
         fired_count=s.fired_count,
         note=s.pause_note,
         failures_in_row=s.failures_in_row,
+        labels=tuple(sorted(s.labels.items())),
     )
+
+
+def labels_from_pb(labels: Mapping[str, str], field: str) -> Labels:
+    return label_rules.normalize(labels, field)
+
+
+def query_from_pb(request: pb.ListSchedulesRequest) -> ScheduleQuery | None:
+    """The listing's filter; None when it has none (a plain listing)."""
+    if not (request.key_prefix or request.states or request.label_selector):
+        return None
+    states = set()
+    for i, state in enumerate(request.states):
+        if state not in _STATES_PB:
+            raise InvalidArgument(f"states[{i}]", "unknown schedule state")
+        states.add(_STATES_PB[state])
+    selector = None
+    if request.label_selector:
+        selector = label_rules.parse_selector(request.label_selector, "label_selector")
+    if request.key_prefix:
+        validate_key(request.key_prefix, "key_prefix")
+    return ScheduleQuery(request.key_prefix, frozenset(states), selector)
+
+
+def query_to_pb(query: ScheduleQuery, out: pb.ListSchedulesRequest) -> None:
+    out.key_prefix = query.prefix
+    out.states.extend(sorted(_STATES[s] for s in query.states))
+    if query.selector is not None:
+        out.label_selector = query.selector.text
 
 
 def detail_to_pb(d: ScheduleDetail) -> pb.Schedule:

@@ -442,6 +442,26 @@ Global___ScheduleSpec: _TypeAlias = ScheduleSpec  # noqa: Y015
 class Schedule(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     TENANT_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
@@ -459,6 +479,7 @@ class Schedule(_message.Message):
     RECENT_EXECUTIONS_FIELD_NUMBER: _builtins.int
     PAUSE_NOTE_FIELD_NUMBER: _builtins.int
     FAILURES_IN_ROW_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     key: _builtins.str
     id: _builtins.str
@@ -496,6 +517,12 @@ class Schedule(_message.Message):
     def recent_executions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Execution]:
         """GetSchedule only: the latest delivery attempts, newest first."""
 
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kubernetes-style labels (at most 32): keys of at most 63 characters of
+        [A-Za-z0-9-_.] with an optional DNS-subdomain prefix and '/', values of at most 63.
+        """
+
     def __init__(
         self,
         *,
@@ -516,10 +543,11 @@ class Schedule(_message.Message):
         recent_executions: _abc.Iterable[Global___Execution] | None = ...,
         pause_note: _builtins.str = ...,
         failures_in_row: _builtins.int = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_fire_time", b"last_fire_time", "next_fire_time", b"next_fire_time", "spec", b"spec", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "failures_in_row", b"failures_in_row", "fired_count", b"fired_count", "id", b"id", "key", b"key", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "pause_note", b"pause_note", "recent_executions", b"recent_executions", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "upcoming_fire_times", b"upcoming_fire_times", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "failures_in_row", b"failures_in_row", "fired_count", b"fired_count", "id", b"id", "key", b"key", "labels", b"labels", "last_fire_time", b"last_fire_time", "last_outcome", b"last_outcome", "next_fire_time", b"next_fire_time", "pause_note", b"pause_note", "recent_executions", b"recent_executions", "shard", b"shard", "spec", b"spec", "state", b"state", "tenant", b"tenant", "upcoming_fire_times", b"upcoming_fire_times", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -529,25 +557,98 @@ Global___Schedule: _TypeAlias = Schedule  # noqa: Y015
 class CreateScheduleRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     KEY_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """1-200 characters of [A-Za-z0-9._:/=-]."""
     @_builtins.property
     def spec(self) -> Global___ScheduleSpec: ...
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The schedule's labels. A repeated create must name the same labels (else
+        ALREADY_EXISTS: use SetScheduleLabels).
+        """
+
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
         spec: Global___ScheduleSpec | None = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "labels", b"labels", "spec", b"spec"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateScheduleRequest: _TypeAlias = CreateScheduleRequest  # noqa: Y015
+
+@_typing.final
+class SetScheduleLabelsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    KEY_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The new labels (all of them: labels left out are removed)."""
+
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "labels", b"labels"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetScheduleLabelsRequest: _TypeAlias = SetScheduleLabelsRequest  # noqa: Y015
 
 @_typing.final
 class CreateScheduleResponse(_message.Message):
@@ -863,18 +964,34 @@ class ListSchedulesRequest(_message.Message):
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    KEY_PREFIX_FIELD_NUMBER: _builtins.int
+    STATES_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     """1-1000; 0: 100."""
     page_token: _builtins.str
+    key_prefix: _builtins.str
+    """Only keys starting with this."""
+    label_selector: _builtins.str
+    """A Kubernetes label selector: `team=payments,env!=dev`, `tier in (a,b)`,
+    `tier notin (a,b)`, `canary`, `!canary`; requirements are ANDed.
+    """
+    @_builtins.property
+    def states(self) -> _containers.RepeatedScalarFieldContainer[Global___ScheduleState.ValueType]:
+        """Only schedules in one of these states (empty: any)."""
+
     def __init__(
         self,
         *,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        key_prefix: _builtins.str = ...,
+        states: _abc.Iterable[Global___ScheduleState.ValueType] | None = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_prefix", b"key_prefix", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

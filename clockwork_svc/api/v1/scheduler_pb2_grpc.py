@@ -59,6 +59,11 @@ class SchedulerServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesResponse.FromString,
                 _registered_method=True)
+        self.SetScheduleLabels = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/SetScheduleLabels',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+                _registered_method=True)
         self.UpdateSchedule = channel.unary_unary(
                 '/clockwork.api.v1.SchedulerService/UpdateSchedule',
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.UpdateScheduleRequest.SerializeToString,
@@ -143,7 +148,18 @@ class SchedulerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSchedules(self, request, context):
-        """Lists the tenant's schedules ordered by key, a page at a time.
+        """Lists the tenant's schedules ordered by key, a page at a time; optionally only
+        those with a key prefix, in some states, matching a label selector. A filtered
+        page may hold fewer schedules than asked for (even none) and still have a next
+        page: each call looks at a bounded number of schedules.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetScheduleLabels(self, request, context):
+        """Replaces a schedule's labels (they are not part of the spec: the version and the
+        pending firings stay as they are).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -258,6 +274,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ListSchedules,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'SetScheduleLabels': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetScheduleLabels,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
             ),
             'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSchedule,
@@ -440,6 +461,33 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/ListSchedules',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetScheduleLabels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/SetScheduleLabels',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
             options,
             channel_credentials,
             insecure,

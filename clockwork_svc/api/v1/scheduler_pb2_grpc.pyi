@@ -53,7 +53,15 @@ class SchedulerServiceStub:
     run of a cron expression across a DST change, say.
     """
     ListSchedules: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListSchedulesRequest, _scheduler_pb2.ListSchedulesResponse]
-    """Lists the tenant's schedules ordered by key, a page at a time."""
+    """Lists the tenant's schedules ordered by key, a page at a time; optionally only
+    those with a key prefix, in some states, matching a label selector. A filtered
+    page may hold fewer schedules than asked for (even none) and still have a next
+    page: each call looks at a bounded number of schedules.
+    """
+    SetScheduleLabels: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.SetScheduleLabelsRequest, _scheduler_pb2.Schedule]
+    """Replaces a schedule's labels (they are not part of the spec: the version and the
+    pending firings stay as they are).
+    """
     UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]
     """Replaces the spec of a schedule. Pending firings of the old spec are
     superseded; the next occurrence is computed from the new spec. Changes to an
@@ -119,7 +127,15 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     run of a cron expression across a DST change, say.
     """
     ListSchedules: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListSchedulesRequest, _scheduler_pb2.ListSchedulesResponse]  # type: ignore[assignment]
-    """Lists the tenant's schedules ordered by key, a page at a time."""
+    """Lists the tenant's schedules ordered by key, a page at a time; optionally only
+    those with a key prefix, in some states, matching a label selector. A filtered
+    page may hold fewer schedules than asked for (even none) and still have a next
+    page: each call looks at a bounded number of schedules.
+    """
+    SetScheduleLabels: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.SetScheduleLabelsRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
+    """Replaces a schedule's labels (they are not part of the spec: the version and the
+    pending firings stay as they are).
+    """
     UpdateSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Replaces the spec of a schedule. Pending firings of the old spec are
     superseded; the next occurrence is computed from the new spec. Changes to an
@@ -212,7 +228,21 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.ListSchedulesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ListSchedulesResponse, _abc.Awaitable[_scheduler_pb2.ListSchedulesResponse]]:
-        """Lists the tenant's schedules ordered by key, a page at a time."""
+        """Lists the tenant's schedules ordered by key, a page at a time; optionally only
+        those with a key prefix, in some states, matching a label selector. A filtered
+        page may hold fewer schedules than asked for (even none) and still have a next
+        page: each call looks at a bounded number of schedules.
+        """
+
+    @_abc_1.abstractmethod
+    def SetScheduleLabels(
+        self,
+        request: _scheduler_pb2.SetScheduleLabelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
+        """Replaces a schedule's labels (they are not part of the spec: the version and the
+        pending firings stay as they are).
+        """
 
     @_abc_1.abstractmethod
     def UpdateSchedule(

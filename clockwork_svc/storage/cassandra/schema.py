@@ -276,6 +276,17 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE $keyspace.executions ADD IF NOT EXISTS response_headers text",
         ],
     ),
+    (
+        12,
+        "labels",
+        [
+            # `key=value` strings; the storage-attached index answers a search's
+            # equality terms within one (tenant, part) partition (no table scan).
+            "ALTER TABLE $keyspace.schedules_by_part ADD IF NOT EXISTS labels list<text>",
+            "CREATE CUSTOM INDEX IF NOT EXISTS schedules_by_part_labels "
+            "ON $keyspace.schedules_by_part (labels) USING 'StorageAttachedIndex'",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from cassandra import InvalidRequest
 from cassandra.query import BatchStatement, BatchType
 
+from clockwork_svc.domain import labels as labels_codec
 from clockwork_svc.domain.identity import bucket_of
+from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     TRIGGER_REQUEST_TTL_MS,
     ClusterLayout,
@@ -33,6 +35,9 @@ from clockwork_svc.domain.model import (
     FiringKey,
     FiringRecord,
     Schedule,
+    ScheduleQuery,
+    ScheduleState,
+    SearchPage,
     ShardCursor,
     TriggerRequest,
 )
@@ -151,6 +156,7 @@ class Statements(Generic[T]):
     mark_redriven: T
     claim_trigger: T
     confirm_trigger: T
+    set_labels: T
 
     def values(self) -> list[T]:
         """Every statement, in field order (the constructor's positional order)."""
@@ -311,7 +317,25 @@ _CQL: Statements[Cql] = Statements(
         f"VALUES ({markers(len(TRIGGER_REQUESTS.columns))}) USING TTL ?",
         True,
     ),
+    set_labels=Cql(
+        f"UPDATE $ks.schedules_by_part SET labels = ? WHERE {_SCHEDULE_KEY} IF EXISTS", False
+    ),
 )
+
+_SEARCH_INDEXED_TERMS = 4
+"""At most this many of a selector's equality terms go to the labels index; the
+rest of the selector is checked on the rows it returns."""
+
+
+def search_cql(ks: str, terms: int) -> str:
+    """A search's read of one partition: the keys in range (with `terms` labels each
+    row must contain), with what filtering needs."""
+    contains = " AND labels CONTAINS ?" * terms
+    return (
+        "SELECT key, state, version, completed_version, labels "
+        f"FROM {ks}.schedules_by_part WHERE tenant = ? AND part = ? AND key >= ? "
+        f"AND key < ?{contains} LIMIT ?"
+    )
 
 
 def cql(ks: str) -> Statements[Cql]:
@@ -353,6 +377,7 @@ class CassandraStore:
         write_batch: int = DEFAULT_MAX_STATEMENTS,
         batch_linger_s: float = 0.0,
         read_linger_s: float = 0.0,
+        keyspace: str = "",
     ) -> None:
         self._cluster = cluster
         self._session = session
@@ -365,6 +390,9 @@ class CassandraStore:
         self._st = statements
         self._layout = layout
         self._retention_s = firing_retention_s
+        self._st_keyspace = keyspace
+        # A search's statements, by how many labels the index is asked for.
+        self._search_statements: dict[int, Any] = {}
         self._closed = False
 
     @classmethod
@@ -418,6 +446,7 @@ class CassandraStore:
             write_batch,
             batch_linger_s,
             read_linger_s,
+            keyspace,
         )
 
     async def close(self) -> None:
@@ -898,6 +927,80 @@ class CassandraStore:
             (*TRIGGER_REQUESTS.encode(written), self._trigger_ttl_s()),
         )
 
+    async def set_schedule_labels(self, tenant: str, key: str, labels: Labels) -> bool:
+        page, _ = await self._cas(
+            self._st.set_labels, (labels_codec.encode(labels), *rows.schedule_key(tenant, key))
+        )
+        # A repeat of an applied write answers "applied" too: the row exists.
+        return bool(page.rows[0]["[applied]"])
+
+    async def search_schedules(
+        self, tenant: str, query: ScheduleQuery, after_key: str | None, limit: int, budget: int
+    ) -> SearchPage:
+        """Reads the tenant's SCHEDULE_PARTS partitions side by side, in key order: each
+        round reads up to a batch of each partition's candidates (the index finds the
+        equality terms), takes those up to the lowest last key among the partitions
+        that had more, and reads in full the ones that match."""
+        equalities = query.selector.equalities() if query.selector else []
+        terms = labels_codec.encode(tuple(equalities[:_SEARCH_INDEXED_TERMS]))
+        statement = await self._search_statement(len(terms))
+        batch = max(16, min(500, limit))
+        start, after = query.start(after_key), after_key
+        open_parts = list(range(rows.SCHEDULE_PARTS))
+        found: list[Schedule] = []
+        scanned = 0
+        while open_parts and scanned < budget:
+            pages = await bridge.gather_bounded(
+                (
+                    bridge.fetch(
+                        self._session,
+                        statement,
+                        (tenant, part, start, query.key_end, *terms, batch),
+                        max_rows=batch,
+                    )
+                    for part in open_parts
+                ),
+                rows.SCHEDULE_PARTS,
+            )
+            full = [page[-1]["key"] for page in pages if len(page) == batch]
+            frontier = min(full) if full else None
+            # A partition stays open while it may hold more: it filled its batch, or it
+            # had rows past the frontier (read again from there next round).
+            open_parts = [
+                part
+                for part, page in zip(open_parts, pages, strict=True)
+                if len(page) == batch
+                or (frontier is not None and page[-1:] and page[-1]["key"] > frontier)
+            ]
+            candidates = sorted(
+                (r for page in pages for r in page if frontier is None or r["key"] <= frontier),
+                key=lambda r: str(r["key"]),
+            )
+            scanned += len(candidates)
+            keys = [
+                r["key"] for r in candidates if r["key"] != after and _candidate_matches(r, query)
+            ]
+            fetched = await bridge.gather_bounded(
+                (self._schedule_reads.get(tenant, k) for k in keys), _MAX_IN_FLIGHT
+            )
+            for row in fetched:
+                if rows.is_schedule(row) and query.matches(schedule := rows.schedule(row)):
+                    found.append(schedule)
+                    if len(found) == limit:
+                        return SearchPage(tuple(found), schedule.key)
+            if frontier is None:
+                return SearchPage(tuple(found), None)
+            start = after = frontier
+        return SearchPage(tuple(found), after)
+
+    async def _search_statement(self, terms: int) -> Any:
+        statement = self._search_statements.get(terms)
+        if statement is None:
+            text = search_cql(self._st_keyspace, terms)
+            statement = await asyncio.to_thread(prepare, self._session, Cql(text, True))
+            self._search_statements[terms] = statement
+        return statement
+
     def _trigger_ttl_s(self) -> int:
         """A request id is kept for a day, and never longer than its firing (a repeat
         finding the id must find the firing too, if it was written)."""
@@ -933,6 +1036,16 @@ class CassandraStore:
             lambda: bridge.first(self._session, statement, params, profile=PROFILE_SERIAL_READ)
         )
         return row
+
+
+def _candidate_matches(row: Any, query: ScheduleQuery) -> bool:
+    """Whether a search's key-scan row can match (the full row decides)."""
+    state = ScheduleState(row["state"])
+    if state is ScheduleState.ACTIVE and row["completed_version"] == row["version"]:
+        state = ScheduleState.COMPLETED
+    if query.states and state not in query.states:
+        return False
+    return query.selector is None or query.selector.matches(labels_codec.decode(row["labels"]))
 
 
 async def _until_known(request: Callable[[], Awaitable[T]]) -> tuple[T, bool]:

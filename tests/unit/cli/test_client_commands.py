@@ -15,6 +15,7 @@ from clockwork_svc.cli import main, schedules
 from clockwork_svc.client import ClientSettings
 from clockwork_svc.coordination.etcd import ClusterView
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.model import ScheduleState
 from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
@@ -90,7 +91,7 @@ def call_of(calls: list[Call], *args: str, env: dict[str, str] | None = None) ->
             "trigger",
             ("k", b"x", "r1"),
         ),
-        (["schedule", "list", "--page-size", "5", "--page-token", "p"], "list", (5, "p")),
+        (["schedule", "list", "--page-size", "5", "--page-token", "p"], "list", (5, "p", None)),
         (["schedule", "pause", "k"], "pause", ("k", "")),
         (["schedule", "pause", "k", "--note", "ann: migrating"], "pause", ("k", "ann: migrating")),
         (["schedule", "resume", "k"], "resume", ("k",)),
@@ -147,7 +148,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         calls, "schedule", "create", "--key", "k", "--every", "1s", "--url", "http://x/"
     )
     every_second = ScheduleSpec(triggers.IntervalTrigger(1000), HttpTarget("http://x/"))
-    assert (method, args) == ("create", ("k", every_second))
+    assert (method, args) == ("create", ("k", every_second, {}))
 
     calls.clear()
     _, method, args = call_of(
@@ -169,7 +170,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
     assert (method, args) == ("update", ("k", hourly, 3))
 
     calls.clear()
-    _, _, (_, spec) = call_of(
+    _, _, (_, spec, _) = call_of(
         calls,
         "schedule", "create", "--key", "k", "--at", "2030-01-01T00:00:00Z",
         "--url", "http://x/", "--method", "put", "--timeout", "5s", "--max-attempts", "4",
@@ -179,6 +180,32 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         target=HttpTarget("http://x/", method="PUT", timeout_ms=5000),
         retry=RetryPolicy(RetryKind.EXPONENTIAL, max_attempts=4),
     )
+
+
+def test_labels_and_listing_filters(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls,
+        "schedule", "create", "--key", "k", "--every", "1s", "--url", "http://x/",
+        "--label", "team=payments", "--label", "env=prod",
+    )  # fmt: skip
+    assert method == "create" and args[2] == {"team": "payments", "env": "prod"}
+    calls.clear()
+    _, method, args = call_of(calls, "schedule", "label", "k", "--label", "team=search")
+    assert (method, args) == ("set_labels", ("k", {"team": "search"}))
+    calls.clear()
+    _, method, (size, token, query) = call_of(
+        calls,
+        "schedule", "list", "--selector", "team=payments,env!=dev", "--prefix", "job-",
+        "--state", "paused", "--state", "active",
+    )  # fmt: skip
+    assert (method, size, token) == ("list", 100, "")
+    assert query.prefix == "job-" and query.selector.text == "team=payments,env!=dev"
+    assert query.states == {ScheduleState.PAUSED, ScheduleState.ACTIVE}
+    calls.clear()
+    _, _, (_, _, plain) = call_of(calls, "schedule", "list")
+    assert plain is None
+    result = invoke("schedule", "list", "--selector", "team>x")
+    assert result.exit_code == 2 and "--selector" in result.output
 
 
 def test_schedule_preview_sends_the_trigger_count_and_start(calls: list[Call]) -> None:
