@@ -52,6 +52,8 @@ from clockwork_svc.domain import triggers
 from clockwork_svc.domain.load import ClusterLoad
 from clockwork_svc.domain.model import (
     Backfilled,
+    BulkAction,
+    BulkResult,
     Created,
     Execution,
     RedriveResult,
@@ -262,6 +264,43 @@ class ClockworkClient:
         if query is not None:
             convert.query_to_pb(query, request)
         return convert.schedule_page_from_pb(await self._unary(self._stub.ListSchedules, request))
+
+    async def bulk(
+        self,
+        action: BulkAction,
+        query: ScheduleQuery,
+        *,
+        note: str = "",
+        request_id: str = "",
+        dry_run: bool = False,
+        page_size: int = 1000,
+    ) -> BulkResult:
+        """Apply `action` to every schedule `query` matches, a page (call) at a time,
+        and sum what each call did; `first_keys` and `failures` are the first of all."""
+        total = BulkResult(0, 0, 0, 0)
+        token = ""
+        while True:
+            request = pb.BulkScheduleActionRequest(
+                action=convert.bulk_action_to_pb(action),
+                note=note,
+                request_id=request_id,
+                dry_run=dry_run,
+                page_size=page_size,
+                page_token=token,
+            )
+            convert.query_to_pb(query, request)
+            reply = await self._unary(self._stub.BulkScheduleAction, request)
+            page, token = convert.bulk_result_from_pb(reply)
+            total = BulkResult(
+                total.matched + page.matched,
+                total.applied + page.applied,
+                total.skipped + page.skipped,
+                total.failed + page.failed,
+                (total.first_keys + page.first_keys)[:20],
+                (total.failures + page.failures)[:100],
+            )
+            if not token:
+                return total
 
     async def set_labels(self, key: str, labels: Mapping[str, str]) -> Schedule:
         """Replace the schedule's labels (those left out are removed)."""

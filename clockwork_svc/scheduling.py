@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -22,6 +23,8 @@ from clockwork_svc.domain import planning, triggers
 from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     Backfilled,
+    BulkAction,
+    BulkResult,
     ClusterLayout,
     Created,
     Execution,
@@ -59,6 +62,13 @@ MAX_BATCH = 1000
 # taken for a call that failed before writing it, and written by the repeat.
 TRIGGER_SETTLE_MS = 10_000
 MAX_BACKFILL = 1000
+MAX_BULK_PER_CALL = 1000
+_BULK_CONCURRENCY = 16
+_BULK_TARGETS = {
+    BulkAction.PAUSE: ScheduleState.PAUSED,
+    BulkAction.RESUME: ScheduleState.ACTIVE,
+    BulkAction.CANCEL: ScheduleState.CANCELLED,
+}
 # A search page looks at up to this many schedules per schedule asked for (2,000 at
 # least) before it answers, possibly short, with where to go on.
 SEARCH_BUDGET_PER_RESULT = 20
@@ -321,12 +331,22 @@ class Scheduling:
     async def _transition(
         self, tenant: str, key: str, target: ScheduleState, note: str = ""
     ) -> Schedule:
+        schedule, settle = await self._transition_unsettled(tenant, key, target, note)
+        if settle:
+            await asyncio.sleep(self._read_ahead_s)
+        return schedule
+
+    async def _transition_unsettled(
+        self, tenant: str, key: str, target: ScheduleState, note: str = ""
+    ) -> tuple[Schedule, bool]:
+        """The transition, and whether its acknowledgement must wait READ_AHEAD_MS (it
+        changed an active schedule: see `_change`); the caller waits (once for many)."""
         for _ in range(_CAS_ATTEMPTS):
             current = await self.get(tenant, key)
             if current.state is target:
                 if target is ScheduleState.ACTIVE:
                     await self._ensure_armed(current)
-                return current
+                return current, False
             if current.state is ScheduleState.CANCELLED:
                 raise FailedPrecondition("schedule is cancelled")
             if current.state is ScheduleState.COMPLETED and target is not ScheduleState.CANCELLED:
@@ -337,13 +357,18 @@ class Scheduling:
             changed = dataclasses.replace(current, state=target, note=kept)
             if target is ScheduleState.ACTIVE:
                 changed = dataclasses.replace(changed, failures_in_row=0)
-            result = await self._change(current, changed, arm=target is ScheduleState.ACTIVE)
+            result = await self._change(
+                current, changed, arm=target is ScheduleState.ACTIVE, settle=False
+            )
             if result is not None:
-                return result
+                return result, current.state is ScheduleState.ACTIVE
         raise Conflict("schedule keeps changing concurrently; try again")
 
-    async def _change(self, current: Schedule, changed: Schedule, arm: bool) -> Schedule | None:
-        """Compare-and-set a new version; None if another change won the race."""
+    async def _change(
+        self, current: Schedule, changed: Schedule, arm: bool, settle: bool = True
+    ) -> Schedule | None:
+        """Compare-and-set a new version; None if another change won the race. With
+        `settle` False the caller owes the READ_AHEAD_MS wait below."""
         now = self._clock.now_ms()
         changed = dataclasses.replace(
             changed, version=current.version + 1, updated_ms=now, next_fire_ms=None
@@ -355,7 +380,7 @@ class Scheduling:
             return None
         if firing is not None:
             await self._put(firing)
-        if current.state is ScheduleState.ACTIVE:
+        if settle and current.state is ScheduleState.ACTIVE:
             # A worker may have read the old version up to READ_AHEAD_MS before an
             # occurrence's due time (planning.READ_AHEAD_MS): acknowledge only once
             # every occurrence such a read could still send is due.
@@ -429,6 +454,82 @@ class Scheduling:
             return Backfilled(0)
         await self._put(*firings)
         return Backfilled(len(firings), firings[0].occurrence_ms, firings[-1].occurrence_ms)
+
+    # --- bulk actions ------------------------------------------------------------------
+
+    async def bulk(
+        self,
+        tenant: str,
+        action: BulkAction,
+        query: ScheduleQuery,
+        *,
+        note: str = "",
+        request_id: str = "",
+        dry_run: bool = False,
+        after_key: str | None = None,
+        limit: int = MAX_BULK_PER_CALL,
+    ) -> BulkResult:
+        """Apply `action` to the schedules `query` matches, in key order, from
+        `after_key`: up to `limit` of them (the result says where to go on). Each is
+        applied once however often the call is repeated: pause, resume and cancel
+        skip a schedule already in their state; a trigger with a request id is one
+        trigger per schedule. One READ_AHEAD_MS wait covers every change."""
+        if query.selector is None and not query.prefix and not query.states:
+            raise InvalidArgument(
+                "label_selector", "a bulk action needs a selector, a key prefix or states"
+            )
+        if not 1 <= limit <= MAX_BULK_PER_CALL:
+            raise InvalidArgument("page_size", f"must be between 1 and {MAX_BULK_PER_CALL}")
+        validate_note(note)
+        if request_id:
+            validate_key(request_id, "request_id")
+        page = await self.search(tenant, query, after_key, limit)
+        keys = [s.key for s in page.schedules]
+        if dry_run:
+            return BulkResult(len(keys), 0, 0, 0, tuple(keys[:20]), next_after=page.next_after)
+        semaphore = asyncio.Semaphore(_BULK_CONCURRENCY)
+
+        async def one(key: str) -> tuple[str, bool, bool, ClockworkError | None]:
+            async with semaphore:
+                try:
+                    applied, settle = await self._bulk_one(tenant, key, action, note, request_id)
+                except FailedPrecondition:
+                    return key, False, False, None  # nothing to do (cancelled, completed)
+                except ClockworkError as exc:
+                    return key, False, False, exc
+                return key, applied, settle, None
+
+        outcomes = await asyncio.gather(*(one(k) for k in keys))
+        if any(settle for _, _, settle, _ in outcomes):
+            await asyncio.sleep(self._read_ahead_s)
+        failures = tuple((k, str(e)) for k, _, _, e in outcomes if e is not None)
+        applied = sum(1 for _, done, _, _ in outcomes if done)
+        return BulkResult(
+            matched=len(keys),
+            applied=applied,
+            skipped=len(keys) - applied - len(failures),
+            failed=len(failures),
+            first_keys=tuple(keys[:20]),
+            failures=failures[:100],
+            next_after=page.next_after,
+        )
+
+    async def _bulk_one(
+        self, tenant: str, key: str, action: BulkAction, note: str, request_id: str
+    ) -> tuple[bool, bool]:
+        """(applied, owes the READ_AHEAD_MS wait)."""
+        if action is BulkAction.TRIGGER:
+            own_id = ""
+            if request_id:
+                digest = hashlib.blake2b(f"{request_id}\x1f{key}".encode(), digest_size=16)
+                own_id = "bulk-" + digest.hexdigest()
+            return (await self.trigger(tenant, key, None, own_id)).triggered, False
+        target = _BULK_TARGETS[action]
+        before = await self.get(tenant, key)
+        if before.state is target:
+            return False, False
+        _, settle = await self._transition_unsettled(tenant, key, target, note)
+        return True, settle
 
     async def _write_claimed(
         self, schedule: Schedule, stored: TriggerRequest, payload: bytes | None, now: int

@@ -22,7 +22,13 @@ from clockwork_svc.cli.parsing import duration_ms, header, time_ms
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.labels import Selector, parse_selector
-from clockwork_svc.domain.model import Execution, Schedule, ScheduleQuery, ScheduleState
+from clockwork_svc.domain.model import (
+    BulkAction,
+    Execution,
+    Schedule,
+    ScheduleQuery,
+    ScheduleState,
+)
 from clockwork_svc.domain.spec import (
     DEFAULT_METHOD,
     HttpTarget,
@@ -432,37 +438,45 @@ def label(key: str, label_texts: tuple[str, ...], client: ClientSettings, as_jso
 _STATE_NAMES = {s.name.lower(): s for s in ScheduleState}
 
 
+def _query(selector: str, prefix: str, states: tuple[str, ...]) -> ScheduleQuery | None:
+    if not (selector or prefix or states):
+        return None
+    return ScheduleQuery(
+        prefix,
+        frozenset(_STATE_NAMES[s] for s in states),
+        _selector(selector) if selector else None,
+    )
+
+
+_selection_options = option_group(
+    "query",
+    _query,
+    click.option(
+        "--state",
+        "states",
+        multiple=True,
+        type=click.Choice(sorted(_STATE_NAMES)),
+        help="Only schedules in this state; repeatable.",
+    ),
+    click.option("--prefix", default="", help="Only keys starting with this."),
+    click.option("--selector", default="", help="Label selector, e.g. 'team=payments,env!=dev'."),
+)
+
+
 @schedule.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
-@click.option("--selector", default="", help="Label selector, e.g. 'team=payments,env!=dev'.")
-@click.option("--prefix", default="", help="Only keys starting with this.")
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice(sorted(_STATE_NAMES)),
-    help="Only schedules in this state; repeatable.",
-)
+@_selection_options
 @client_options
 def list_(
     page_size: int,
     page_token: str,
-    selector: str,
-    prefix: str,
-    states: tuple[str, ...],
+    query: ScheduleQuery | None,
     client: ClientSettings,
     as_json: bool,
 ) -> None:
     """List the tenant's schedules by key (a filtered page may be short and still have
     a next page)."""
-    query = None
-    if selector or prefix or states:
-        query = ScheduleQuery(
-            prefix,
-            frozenset(_STATE_NAMES[s] for s in states),
-            _selector(selector) if selector else None,
-        )
     page = run_client(lambda c: c.list(page_size, page_token, query), client)
     if as_json:
         print_json(convert.schedule_page_to_pb(page))
@@ -473,31 +487,37 @@ def list_(
         click.echo(f"next page: --page-token {page.next_page_token}")
 
 
-def _state_command(name: str, doc: str) -> None:
-    @schedule.command(name, help=doc)
-    @click.argument("key")
-    @client_options
-    def command(key: str, client: ClientSettings, as_json: bool) -> None:
-        def call(c: ClockworkClient) -> Awaitable[Schedule]:
-            method: Callable[[str], Awaitable[Schedule]] = getattr(c, name)
-            return method(key)
-
-        _print_schedule(run_client(call, client), as_json)
-
-
 @schedule.command("trigger")
-@click.argument("key")
+@click.argument("key", required=False)
 @click.option("--payload", default=None, help="Send this body instead of the schedule's.")
 @click.option(
     "--request-id",
     default="",
     help="Makes a repeated call fire nothing more (kept 24 hours).",
 )
+@_selection_options
+@click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
 @client_options
 def trigger(
-    key: str, payload: str | None, request_id: str, client: ClientSettings, as_json: bool
+    key: str | None,
+    payload: str | None,
+    request_id: str,
+    query: ScheduleQuery | None,
+    dry_run: bool,
+    client: ClientSettings,
+    as_json: bool,
 ) -> None:
-    """Run one occurrence now, outside the timetable (which it does not shift)."""
+    """Run one occurrence now, outside the timetable (which it does not shift): of KEY,
+    or of every schedule a --selector/--prefix/--state selection matches."""
+    if _bulk_wanted(key, query, dry_run):
+        if payload is not None:
+            raise click.UsageError("--payload goes with one KEY")
+        assert query is not None
+        _run_bulk(
+            BulkAction.TRIGGER, query, client, as_json, request_id=request_id, dry_run=dry_run
+        )
+        return
+    assert key is not None
     body = payload.encode() if payload is not None else None
     result = run_client(lambda c: c.trigger(key, body, request_id), client)
     if as_json:
@@ -531,16 +551,103 @@ def backfill(key: str, from_: str, to: str, client: ClientSettings, as_json: boo
 
 
 @schedule.command("pause")
-@click.argument("key")
+@click.argument("key", required=False)
 @click.option("--note", default="", help="Who paused it and why (shown by get and list).")
+@_selection_options
+@click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
 @client_options
-def pause(key: str, note: str, client: ClientSettings, as_json: bool) -> None:
-    """Stop firing until resumed."""
+def pause(
+    key: str | None,
+    note: str,
+    query: ScheduleQuery | None,
+    dry_run: bool,
+    client: ClientSettings,
+    as_json: bool,
+) -> None:
+    """Stop firing until resumed: KEY, or every schedule a selection matches."""
+    if _bulk_wanted(key, query, dry_run):
+        assert query is not None
+        _run_bulk(BulkAction.PAUSE, query, client, as_json, note=note, dry_run=dry_run)
+        return
+    assert key is not None
     _print_schedule(run_client(lambda c: c.pause(key, note), client), as_json)
 
 
-_state_command("resume", "Resume a paused schedule from its next occurrence.")
-_state_command("cancel", "Cancel a schedule for good.")
+def _bulk_wanted(key: str | None, query: ScheduleQuery | None, dry_run: bool) -> bool:
+    """One KEY, or a selection (a bulk action): exactly one of them."""
+    if (key is None) == (query is None):
+        raise click.UsageError("give a KEY or a selection (--selector, --prefix, --state)")
+    if dry_run and query is None:
+        raise click.UsageError("--dry-run goes with a selection")
+    return query is not None
+
+
+def _run_bulk(
+    action: BulkAction,
+    query: ScheduleQuery,
+    client: ClientSettings,
+    as_json: bool,
+    *,
+    note: str = "",
+    request_id: str = "",
+    dry_run: bool = False,
+) -> None:
+    result = run_client(
+        lambda c: c.bulk(action, query, note=note, request_id=request_id, dry_run=dry_run),
+        client,
+    )
+    if as_json:
+        print_json(convert.bulk_result_to_pb(result, ""))
+    elif dry_run:
+        first = ", ".join(result.first_keys)
+        more = f" ({first}, ...)" if first else ""
+        click.echo(f"dry run: {result.matched} schedules match{more}")
+    else:
+        click.echo(
+            f"{action.value}: {result.matched} matched, {result.applied} applied, "
+            f"{result.skipped} skipped, {result.failed} failed"
+        )
+        for key, message in result.failures:
+            click.echo(f"  {key}: {message}", err=True)
+    if result.failed:
+        sys.exit(1)
+
+
+def _state_command(name: str, action: BulkAction, doc: str) -> None:
+    @schedule.command(name, help=doc)
+    @click.argument("key", required=False)
+    @_selection_options
+    @click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
+    @client_options
+    def command(
+        key: str | None,
+        query: ScheduleQuery | None,
+        dry_run: bool,
+        client: ClientSettings,
+        as_json: bool,
+    ) -> None:
+        if _bulk_wanted(key, query, dry_run):
+            assert query is not None
+            _run_bulk(action, query, client, as_json, dry_run=dry_run)
+            return
+
+        def call(c: ClockworkClient) -> Awaitable[Schedule]:
+            method: Callable[[str], Awaitable[Schedule]] = getattr(c, name)
+            assert key is not None
+            return method(key)
+
+        _print_schedule(run_client(call, client), as_json)
+
+
+_state_command(
+    "resume",
+    BulkAction.RESUME,
+    "Resume a paused schedule from its next occurrence: KEY, or every schedule a "
+    "selection matches.",
+)
+_state_command(
+    "cancel", BulkAction.CANCEL, "Cancel for good: KEY, or every schedule a selection matches."
+)
 
 
 @click.group()

@@ -260,6 +260,30 @@ class TriggerRequest:
     written: bool = False
 
 
+class BulkAction(enum.Enum):
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    TRIGGER = "trigger"
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk action did to the schedules it went through: `applied` changed (or
+    triggered), `skipped` had nothing to do (in that state already, or a repeat of the
+    same request), `failed` met an error (the first ones in `failures`). `first_keys`:
+    the first matches (a dry run's preview); `next_after`: where the next call goes on
+    (None: every match was gone through)."""
+
+    matched: int
+    applied: int
+    skipped: int
+    failed: int
+    first_keys: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()
+    next_after: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Backfilled:
     """What a backfill fired: how many occurrences, the first's and the last's times."""

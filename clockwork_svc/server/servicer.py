@@ -22,11 +22,11 @@ from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.api.v1.model import Page
 from clockwork_svc.dead_letters import DeadLetters, Range
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import Created, NewSchedule
+from clockwork_svc.domain.model import Created, NewSchedule, ScheduleQuery
 from clockwork_svc.domain.spec import validate_key
 from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
-from clockwork_svc.scheduling import DEFAULT_LISTED, MAX_BATCH, Scheduling
+from clockwork_svc.scheduling import DEFAULT_LISTED, MAX_BATCH, MAX_BULK_PER_CALL, Scheduling
 from clockwork_svc.server.auth import Principal, current_principal
 
 log = logging.getLogger(__name__)
@@ -196,6 +196,28 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
         schedules = await self._scheduling.list_schedules(tenant, after, limit)
         token = encode_token(schedules[-1].key) if len(schedules) == limit else ""
         return convert.schedule_page_to_pb(Page(tuple(schedules), token))
+
+    @_rpc
+    async def BulkScheduleAction(
+        self, request: pb.BulkScheduleActionRequest, tenant: str
+    ) -> pb.BulkScheduleActionResponse:
+        action = convert.bulk_action_from_pb(request.action)
+        query = convert.query_from_pb(request) or ScheduleQuery()
+        if request.page_size > MAX_BULK_PER_CALL:
+            raise InvalidArgument("page_size", f"at most {MAX_BULK_PER_CALL}")
+        after = decode_token(request.page_token, 1)[0] if request.page_token else None
+        result = await self._scheduling.bulk(
+            tenant,
+            action,
+            query,
+            note=request.note,
+            request_id=request.request_id,
+            dry_run=request.dry_run,
+            after_key=after,
+            limit=request.page_size or MAX_BULK_PER_CALL,
+        )
+        token = encode_token(result.next_after) if result.next_after is not None else ""
+        return convert.bulk_result_to_pb(result, token)
 
     @_rpc
     async def SetScheduleLabels(

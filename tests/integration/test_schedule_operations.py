@@ -19,7 +19,13 @@ from clockwork_svc.api.v1.model import DeadLetterRange
 from clockwork_svc.client import ClockworkClient
 from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.labels import Selector, parse_selector
-from clockwork_svc.domain.model import ClusterLayout, Outcome, ScheduleQuery, ScheduleState
+from clockwork_svc.domain.model import (
+    BulkAction,
+    ClusterLayout,
+    Outcome,
+    ScheduleQuery,
+    ScheduleState,
+)
 from clockwork_svc.domain.spec import RetryKind, RetryPolicy
 from clockwork_svc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from clockwork_svc.settings import CassandraSettings, StoreSettings
@@ -435,3 +441,51 @@ async def test_a_bad_listing_filter_names_its_field(client: ClockworkClient) -> 
     with pytest.raises(InvalidArgument) as err:
         await client.list(10, "", ScheduleQuery(prefix="has space"))
     assert err.value.field == "key_prefix"
+
+
+# --- bulk actions ---------------------------------------------------------------------------
+
+
+async def test_bulk_actions_apply_once_per_schedule_across_pages_and_retries(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    later = triggers.OnceTrigger(now_ms() + HOUR_MS)
+    for i in range(30):
+        team = "payments" if i % 3 else "search"
+        await client.create(f"job-{i:02d}", spec(sink.url + f"/job-{i:02d}", later), {"team": team})
+    payments = [f"job-{i:02d}" for i in range(30) if i % 3]
+    selection = ScheduleQuery(selector=parse_selector("team=payments"))
+
+    preview = await client.bulk(BulkAction.PAUSE, selection, dry_run=True, page_size=7)
+    assert (preview.matched, preview.applied) == (20, 0)
+    assert list(preview.first_keys) == payments[:20]
+    assert {s.state async for s in client.list_all()} == {ScheduleState.ACTIVE}
+
+    # A call cut short after its first page, then the whole call again (a retry): each
+    # schedule is paused once.
+    first = await client.bulk(BulkAction.PAUSE, selection, note="ops: INC-7", page_size=20)
+    assert (first.matched, first.applied, first.skipped, first.failed) == (20, 20, 0, 0)
+    again = await client.bulk(BulkAction.PAUSE, selection, note="ops: INC-7", page_size=6)
+    assert (again.matched, again.applied, again.skipped, again.failed) == (20, 0, 20, 0)
+    only_paused = ScheduleQuery(states=frozenset({ScheduleState.PAUSED}))
+    paused = [s async for s in client.list_all(query=only_paused)]
+    assert [s.key for s in paused] == payments and {s.note for s in paused} == {"ops: INC-7"}
+
+    triggered = await client.bulk(BulkAction.TRIGGER, selection, request_id="run-1", page_size=8)
+    repeat = await client.bulk(BulkAction.TRIGGER, selection, request_id="run-1")
+    assert (triggered.applied, repeat.applied, repeat.skipped) == (20, 0, 20)
+    for key in payments:
+        await sink.wait_for("/" + key, 1, timeout_s=10)
+    await asyncio.sleep(0.5)
+    assert all(len(sink.at("/" + key)) == 1 for key in payments)
+
+    resumed = await client.bulk(BulkAction.RESUME, selection)
+    assert (resumed.applied, resumed.skipped) == (20, 0)
+    cancelled = await client.bulk(BulkAction.CANCEL, ScheduleQuery(prefix="job-0"))
+    assert (cancelled.matched, cancelled.applied) == (10, 10)
+    # Resuming a cancelled schedule has nothing to do: skipped, not failed.
+    after = await client.bulk(BulkAction.RESUME, ScheduleQuery(prefix="job-0"))
+    assert (after.applied, after.skipped, after.failed) == (0, 10, 0)
+    with pytest.raises(InvalidArgument) as err:
+        await client.bulk(BulkAction.PAUSE, ScheduleQuery())
+    assert err.value.field == "label_selector"

@@ -32,6 +32,8 @@ from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
 from clockwork_svc.domain.model import (
     DEFAULT_RESPONSE_CAPTURE_BYTES,
     Backfilled,
+    BulkAction,
+    BulkResult,
     Created,
     DeadLetter,
     Execution,
@@ -319,7 +321,9 @@ def labels_from_pb(labels: Mapping[str, str], field: str) -> Labels:
     return label_rules.normalize(labels, field)
 
 
-def query_from_pb(request: pb.ListSchedulesRequest) -> ScheduleQuery | None:
+def query_from_pb(
+    request: pb.ListSchedulesRequest | pb.BulkScheduleActionRequest,
+) -> ScheduleQuery | None:
     """The listing's filter; None when it has none (a plain listing)."""
     if not (request.key_prefix or request.states or request.label_selector):
         return None
@@ -336,11 +340,57 @@ def query_from_pb(request: pb.ListSchedulesRequest) -> ScheduleQuery | None:
     return ScheduleQuery(request.key_prefix, frozenset(states), selector)
 
 
-def query_to_pb(query: ScheduleQuery, out: pb.ListSchedulesRequest) -> None:
+def query_to_pb(
+    query: ScheduleQuery, out: pb.ListSchedulesRequest | pb.BulkScheduleActionRequest
+) -> None:
     out.key_prefix = query.prefix
     out.states.extend(sorted(_STATES[s] for s in query.states))
     if query.selector is not None:
         out.label_selector = query.selector.text
+
+
+_BULK_ACTIONS = {
+    pb.BULK_PAUSE: BulkAction.PAUSE,
+    pb.BULK_RESUME: BulkAction.RESUME,
+    pb.BULK_CANCEL: BulkAction.CANCEL,
+    pb.BULK_TRIGGER: BulkAction.TRIGGER,
+}
+_BULK_ACTIONS_PB = {v: k for k, v in _BULK_ACTIONS.items()}
+
+
+def bulk_action_from_pb(action: pb.BulkAction.ValueType) -> BulkAction:
+    if action not in _BULK_ACTIONS:
+        raise InvalidArgument("action", "one of BULK_PAUSE, BULK_RESUME, BULK_CANCEL, BULK_TRIGGER")
+    return _BULK_ACTIONS[action]
+
+
+def bulk_action_to_pb(action: BulkAction) -> pb.BulkAction.ValueType:
+    return _BULK_ACTIONS_PB[action]
+
+
+def bulk_result_to_pb(r: BulkResult, next_page_token: str) -> pb.BulkScheduleActionResponse:
+    return pb.BulkScheduleActionResponse(
+        matched=r.matched,
+        applied=r.applied,
+        skipped=r.skipped,
+        failed=r.failed,
+        first_keys=r.first_keys,
+        failures=[pb.BulkFailure(key=k, message=m) for k, m in r.failures],
+        next_page_token=next_page_token,
+    )
+
+
+def bulk_result_from_pb(r: pb.BulkScheduleActionResponse) -> tuple[BulkResult, str]:
+    """The result, and the token of the next call ("" after the last)."""
+    result = BulkResult(
+        r.matched,
+        r.applied,
+        r.skipped,
+        r.failed,
+        tuple(r.first_keys),
+        tuple((f.key, f.message) for f in r.failures),
+    )
+    return result, r.next_page_token
 
 
 def detail_to_pb(d: ScheduleDetail) -> pb.Schedule:

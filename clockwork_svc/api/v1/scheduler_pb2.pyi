@@ -72,6 +72,27 @@ COMPLETED: ScheduleState.ValueType  # 4
 """No further occurrences (one-shot fired, interval/cron count or end reached)."""
 Global___ScheduleState: _TypeAlias = ScheduleState  # noqa: Y015
 
+class _BulkAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BulkActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BulkAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BULK_ACTION_UNSPECIFIED: _BulkAction.ValueType  # 0
+    BULK_PAUSE: _BulkAction.ValueType  # 1
+    BULK_RESUME: _BulkAction.ValueType  # 2
+    BULK_CANCEL: _BulkAction.ValueType  # 3
+    BULK_TRIGGER: _BulkAction.ValueType  # 4
+
+class BulkAction(_BulkAction, metaclass=_BulkActionEnumTypeWrapper): ...
+
+BULK_ACTION_UNSPECIFIED: BulkAction.ValueType  # 0
+BULK_PAUSE: BulkAction.ValueType  # 1
+BULK_RESUME: BulkAction.ValueType  # 2
+BULK_CANCEL: BulkAction.ValueType  # 3
+BULK_TRIGGER: BulkAction.ValueType  # 4
+Global___BulkAction: _TypeAlias = BulkAction  # noqa: Y015
+
 class _Outcome:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -604,6 +625,123 @@ class CreateScheduleRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateScheduleRequest: _TypeAlias = CreateScheduleRequest  # noqa: Y015
+
+@_typing.final
+class BulkScheduleActionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    KEY_PREFIX_FIELD_NUMBER: _builtins.int
+    STATES_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    action: Global___BulkAction.ValueType
+    label_selector: _builtins.str
+    """Which schedules: at least one of these (as in ListSchedulesRequest)."""
+    key_prefix: _builtins.str
+    note: _builtins.str
+    """The pause note (BULK_PAUSE)."""
+    request_id: _builtins.str
+    """BULK_TRIGGER: makes a repeated call trigger nothing more (as TriggerSchedule's)."""
+    dry_run: _builtins.bool
+    page_size: _builtins.int
+    """1-1000; 0: 1000."""
+    page_token: _builtins.str
+    @_builtins.property
+    def states(self) -> _containers.RepeatedScalarFieldContainer[Global___ScheduleState.ValueType]: ...
+    def __init__(
+        self,
+        *,
+        action: Global___BulkAction.ValueType = ...,
+        label_selector: _builtins.str = ...,
+        key_prefix: _builtins.str = ...,
+        states: _abc.Iterable[Global___ScheduleState.ValueType] | None = ...,
+        note: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "dry_run", b"dry_run", "key_prefix", b"key_prefix", "label_selector", b"label_selector", "note", b"note", "page_size", b"page_size", "page_token", b"page_token", "request_id", b"request_id", "states", b"states"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BulkScheduleActionRequest: _TypeAlias = BulkScheduleActionRequest  # noqa: Y015
+
+@_typing.final
+class BulkFailure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BulkFailure: _TypeAlias = BulkFailure  # noqa: Y015
+
+@_typing.final
+class BulkScheduleActionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCHED_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    FIRST_KEYS_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    matched: _builtins.int
+    """Gone through in this call."""
+    applied: _builtins.int
+    """Changed (or triggered)."""
+    skipped: _builtins.int
+    """Nothing to do: already in that state, cancelled or completed, or a repeat."""
+    failed: _builtins.int
+    next_page_token: _builtins.str
+    """Empty once every match is gone through."""
+    @_builtins.property
+    def first_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The first 20 keys gone through."""
+
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___BulkFailure]:
+        """The first 100 failures."""
+
+    def __init__(
+        self,
+        *,
+        matched: _builtins.int = ...,
+        applied: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        first_keys: _abc.Iterable[_builtins.str] | None = ...,
+        failures: _abc.Iterable[Global___BulkFailure] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "failed", b"failed", "failures", b"failures", "first_keys", b"first_keys", "matched", b"matched", "next_page_token", b"next_page_token", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BulkScheduleActionResponse: _TypeAlias = BulkScheduleActionResponse  # noqa: Y015
 
 @_typing.final
 class SetScheduleLabelsRequest(_message.Message):

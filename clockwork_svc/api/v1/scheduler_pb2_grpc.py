@@ -64,6 +64,11 @@ class SchedulerServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
                 _registered_method=True)
+        self.BulkScheduleAction = channel.unary_unary(
+                '/clockwork.api.v1.SchedulerService/BulkScheduleAction',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionRequest.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionResponse.FromString,
+                _registered_method=True)
         self.UpdateSchedule = channel.unary_unary(
                 '/clockwork.api.v1.SchedulerService/UpdateSchedule',
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.UpdateScheduleRequest.SerializeToString,
@@ -160,6 +165,18 @@ class SchedulerServiceServicer:
     def SetScheduleLabels(self, request, context):
         """Replaces a schedule's labels (they are not part of the spec: the version and the
         pending firings stay as they are).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BulkScheduleAction(self, request, context):
+        """Pauses, resumes, cancels or triggers every schedule a selector (with a key prefix
+        and states) matches, in key order, up to page_size per call: follow
+        next_page_token for the rest. Each schedule is acted on once however often the
+        call is repeated (a pause skips a paused schedule; a trigger with a request_id is
+        one trigger per schedule). With dry_run, nothing is changed: the answer counts the
+        matches and names the first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -279,6 +296,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.SetScheduleLabels,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.SerializeToString,
+            ),
+            'BulkScheduleAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.BulkScheduleAction,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionRequest.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionResponse.SerializeToString,
             ),
             'UpdateSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSchedule,
@@ -488,6 +510,33 @@ class SchedulerService:
             '/clockwork.api.v1.SchedulerService/SetScheduleLabels',
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.SetScheduleLabelsRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BulkScheduleAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.SchedulerService/BulkScheduleAction',
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionRequest.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2.BulkScheduleActionResponse.FromString,
             options,
             channel_credentials,
             insecure,

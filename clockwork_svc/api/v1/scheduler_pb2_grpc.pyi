@@ -62,6 +62,14 @@ class SchedulerServiceStub:
     """Replaces a schedule's labels (they are not part of the spec: the version and the
     pending firings stay as they are).
     """
+    BulkScheduleAction: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.BulkScheduleActionRequest, _scheduler_pb2.BulkScheduleActionResponse]
+    """Pauses, resumes, cancels or triggers every schedule a selector (with a key prefix
+    and states) matches, in key order, up to page_size per call: follow
+    next_page_token for the rest. Each schedule is acted on once however often the
+    call is repeated (a pause skips a paused schedule; a trigger with a request_id is
+    one trigger per schedule). With dry_run, nothing is changed: the answer counts the
+    matches and names the first.
+    """
     UpdateSchedule: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]
     """Replaces the spec of a schedule. Pending firings of the old spec are
     superseded; the next occurrence is computed from the new spec. Changes to an
@@ -135,6 +143,14 @@ class SchedulerServiceAsyncStub(SchedulerServiceStub):
     SetScheduleLabels: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.SetScheduleLabelsRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Replaces a schedule's labels (they are not part of the spec: the version and the
     pending firings stay as they are).
+    """
+    BulkScheduleAction: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.BulkScheduleActionRequest, _scheduler_pb2.BulkScheduleActionResponse]  # type: ignore[assignment]
+    """Pauses, resumes, cancels or triggers every schedule a selector (with a key prefix
+    and states) matches, in key order, up to page_size per call: follow
+    next_page_token for the rest. Each schedule is acted on once however often the
+    call is repeated (a pause skips a paused schedule; a trigger with a request_id is
+    one trigger per schedule). With dry_run, nothing is changed: the answer counts the
+    matches and names the first.
     """
     UpdateSchedule: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.UpdateScheduleRequest, _scheduler_pb2.Schedule]  # type: ignore[assignment]
     """Replaces the spec of a schedule. Pending firings of the old spec are
@@ -242,6 +258,20 @@ class SchedulerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_scheduler_pb2.Schedule, _abc.Awaitable[_scheduler_pb2.Schedule]]:
         """Replaces a schedule's labels (they are not part of the spec: the version and the
         pending firings stay as they are).
+        """
+
+    @_abc_1.abstractmethod
+    def BulkScheduleAction(
+        self,
+        request: _scheduler_pb2.BulkScheduleActionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.BulkScheduleActionResponse, _abc.Awaitable[_scheduler_pb2.BulkScheduleActionResponse]]:
+        """Pauses, resumes, cancels or triggers every schedule a selector (with a key prefix
+        and states) matches, in key order, up to page_size per call: follow
+        next_page_token for the rest. Each schedule is acted on once however often the
+        call is repeated (a pause skips a paused schedule; a trigger with a request_id is
+        one trigger per schedule). With dry_run, nothing is changed: the answer counts the
+        matches and names the first.
         """
 
     @_abc_1.abstractmethod

@@ -15,7 +15,7 @@ from clockwork_svc.cli import main, schedules
 from clockwork_svc.client import ClientSettings
 from clockwork_svc.coordination.etcd import ClusterView
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import ScheduleState
+from clockwork_svc.domain.model import BulkAction, ScheduleQuery, ScheduleState
 from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
@@ -54,7 +54,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
             return None
 
         def __getattr__(self, method: str) -> Any:
-            async def call(*args: Any) -> None:
+            async def call(*args: Any, **kwargs: Any) -> None:
                 made.append((self.settings, method, args))
                 raise Called
 
@@ -206,6 +206,32 @@ def test_labels_and_listing_filters(calls: list[Call]) -> None:
     assert plain is None
     result = invoke("schedule", "list", "--selector", "team>x")
     assert result.exit_code == 2 and "--selector" in result.output
+
+
+def test_state_commands_take_a_key_or_a_selection(calls: list[Call]) -> None:
+    _, method, args = call_of(
+        calls, "schedule", "pause", "--selector", "team=payments", "--note", "n", "--dry-run"
+    )
+    [query] = [a for a in args if isinstance(a, ScheduleQuery)]
+    assert method == "bulk" and args[0] is BulkAction.PAUSE
+    assert query.selector is not None and query.selector.text == "team=payments"
+    for name, action in (("resume", BulkAction.RESUME), ("cancel", BulkAction.CANCEL)):
+        calls.clear()
+        _, method, args = call_of(calls, "schedule", name, "--prefix", "job-")
+        assert (method, args[0], args[1].prefix) == ("bulk", action, "job-")
+    calls.clear()
+    _, method, args = call_of(
+        calls, "schedule", "trigger", "--state", "paused", "--request-id", "r1"
+    )
+    assert (method, args[0]) == ("bulk", BulkAction.TRIGGER)
+    for bad, words in (
+        (["schedule", "pause"], "give a KEY or a selection"),
+        (["schedule", "pause", "k", "--prefix", "a"], "give a KEY or a selection"),
+        (["schedule", "cancel", "k", "--dry-run"], "--dry-run goes with a selection"),
+        (["schedule", "trigger", "--prefix", "a", "--payload", "x"], "--payload goes with"),
+    ):
+        result = invoke(*bad)
+        assert result.exit_code == 2 and words in result.output, result.output
 
 
 def test_schedule_preview_sends_the_trigger_count_and_start(calls: list[Call]) -> None:
