@@ -463,6 +463,16 @@ _selection_options = option_group(
 )
 
 
+def _key_or_selection(command: Callable[..., Any]) -> Callable[..., Any]:
+    """KEY, or a selection (--selector, --prefix, --state) with --dry-run: one
+    schedule, or a bulk action (`_bulk_wanted` checks that exactly one is given)."""
+    command = click.option(
+        "--dry-run", is_flag=True, help="With a selection: count and name the matches."
+    )(command)
+    command = _selection_options(command)
+    return click.argument("key", required=False)(command)
+
+
 @schedule.command("list")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--page-token", default="")
@@ -488,15 +498,13 @@ def list_(
 
 
 @schedule.command("trigger")
-@click.argument("key", required=False)
 @click.option("--payload", default=None, help="Send this body instead of the schedule's.")
 @click.option(
     "--request-id",
     default="",
     help="Makes a repeated call fire nothing more (kept 24 hours).",
 )
-@_selection_options
-@click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
+@_key_or_selection
 @client_options
 def trigger(
     key: str | None,
@@ -551,10 +559,8 @@ def backfill(key: str, from_: str, to: str, client: ClientSettings, as_json: boo
 
 
 @schedule.command("pause")
-@click.argument("key", required=False)
 @click.option("--note", default="", help="Who paused it and why (shown by get and list).")
-@_selection_options
-@click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
+@_key_or_selection
 @client_options
 def pause(
     key: str | None,
@@ -615,9 +621,7 @@ def _run_bulk(
 
 def _state_command(name: str, action: BulkAction, doc: str) -> None:
     @schedule.command(name, help=doc)
-    @click.argument("key", required=False)
-    @_selection_options
-    @click.option("--dry-run", is_flag=True, help="With a selection: count and name the matches.")
+    @_key_or_selection
     @client_options
     def command(
         key: str | None,
