@@ -33,6 +33,7 @@ from clockwork_svc.domain.spec import (
     DEFAULT_METHOD,
     HttpTarget,
     KafkaTarget,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -222,6 +223,7 @@ def _spec(
     timeout: str | None,
     ordering_key: str,
     pause_after_failures: int,
+    overlap: str,
 ) -> ScheduleSpec:
     return ScheduleSpec(
         trigger=_trigger(at, in_, every, cron, tz, count),
@@ -230,6 +232,7 @@ def _spec(
         retry=_retry(max_attempts),
         ordering_key=ordering_key,
         pause_after_failures=pause_after_failures,
+        overlap=OverlapPolicy(overlap.replace("-", "_")),
     )
 
 
@@ -262,6 +265,14 @@ _spec_options = option_group(
                 type=click.IntRange(0, 1000),
                 default=0,
                 help="Pause after N occurrences in a row failed for good (0: never).",
+            ),
+            click.option(
+                "--overlap",
+                type=click.Choice(["allow-all", "skip", "buffer-one"]),
+                default="allow-all",
+                show_default=True,
+                help="An occurrence due while the previous delivery still runs: sent, "
+                "skipped, or sent after it.",
             ),
         ]
     ),

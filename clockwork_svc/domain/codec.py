@@ -14,6 +14,7 @@ from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
     MisfirePolicy,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -119,6 +120,8 @@ def spec_to_json(spec: ScheduleSpec) -> str:
     }
     if spec.pause_after_failures:
         doc["pause_after_failures"] = spec.pause_after_failures
+    if spec.overlap is not OverlapPolicy.ALLOW_ALL:
+        doc["overlap"] = spec.overlap.value
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
@@ -135,4 +138,5 @@ def spec_from_json(text: str, payload: bytes) -> ScheduleSpec:
         ordering_key=doc.get("ordering_key", ""),
         misfire=MisfirePolicy(doc.get("misfire", "fire_latest")),
         pause_after_failures=doc.get("pause_after_failures", 0),
+        overlap=OverlapPolicy(doc.get("overlap", "allow_all")),
     )

@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass
 
 from clockwork_svc.domain.labels import Labels, Selector
-from clockwork_svc.domain.spec import ScheduleSpec
+from clockwork_svc.domain.spec import OverlapPolicy, ScheduleSpec
 
 
 class ScheduleState(enum.Enum):
@@ -24,6 +24,9 @@ class Outcome(enum.Enum):
     RETRYING = "retrying"
     FAILED = "failed"
     EXPIRED = "expired"
+    # Not sent: the previous delivery was still running (overlap SKIP), or missed while
+    # no worker could fire it (the misfire policy).
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,9 @@ class Firing:
     ordering_key: str = ""
     # Sent instead of the schedule's payload (a trigger-now with its own payload).
     payload: bytes | None = None
+    # The schedule's overlap policy (denormalised, as the ordering key, so the worker
+    # can sequence firings before reading their schedules).
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW_ALL
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -362,3 +368,5 @@ class FiringRecord:
     # retry is due, "" to lift a block; None leaves the key's block untouched.
     ordering_key: str = ""
     ordering_block: str | None = None
+    # The record of occurrences missed before this one (the misfire policy), if any.
+    missed: Execution | None = None

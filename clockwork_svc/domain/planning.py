@@ -25,7 +25,7 @@ from clockwork_svc.domain.model import (
     Schedule,
     ScheduleState,
 )
-from clockwork_svc.domain.spec import MisfirePolicy, ScheduleSpec
+from clockwork_svc.domain.spec import MisfirePolicy, OverlapPolicy, ScheduleSpec
 
 READ_AHEAD_MS = 250
 """How long before its due time a worker reads a firing's schedule.
@@ -90,7 +90,24 @@ def make_firing(
         redrive=redrive,
         ordering_key=schedule.spec.ordering_key,
         payload=payload,
+        overlap=schedule.spec.overlap,
     )
+
+
+def sequence_key(firing: Firing) -> str:
+    """The key under which the worker sends a firing only after the previous delivery
+    ended ("": not sequenced): its ordering key, or, for a schedule with an overlap
+    policy, the schedule itself ('#' keeps it apart from every ordering key)."""
+    if firing.ordering_key:
+        return firing.ordering_key
+    if firing.overlap is not OverlapPolicy.ALLOW_ALL:
+        return "#" + firing.schedule_key
+    return ""
+
+
+def skipped(firing: Firing, now_ms: int, reason: str) -> Execution:
+    """The record of an occurrence not sent (`reason` says why)."""
+    return dataclasses.replace(expired(firing, now_ms), outcome=Outcome.SKIPPED, error=reason)
 
 
 def triggered_firing(schedule: Schedule, now_ms: int, payload: bytes | None) -> Firing:
@@ -262,6 +279,34 @@ def plan_dispatch(
         failures_in_row=schedule.failures_in_row,
     )
     return Dispatch(action, next_firing, progress, completes=next_firing is None)
+
+
+def missed_before(
+    schedule: Schedule, firing: Firing, next_firing: Firing | None, now_ms: int
+) -> tuple[Execution, int] | None:
+    """The record of the occurrences between `firing`'s and `next_firing`'s that the
+    misfire policy left out (they fell due while no worker fired them), and how many
+    they were; None when there were none."""
+    if next_firing is None or firing.attempt != 1 or firing.redrive or is_triggered(firing):
+        return None
+    trigger = effective_trigger(schedule)
+    first = triggers.occurrence(trigger, firing.seq + 1, firing.occurrence_ms)
+    if first is None or first >= next_firing.occurrence_ms:
+        return None
+    count, seq, time, last = 0, firing.seq + 1, first, first
+    while time < next_firing.occurrence_ms and count < _CATCH_UP_MAX_STEPS:
+        count, last = count + 1, time
+        following = triggers.occurrence(trigger, seq + 1, time)
+        if following is None:
+            break
+        seq, time = seq + 1, following
+    shown = f"{count}" if count < _CATCH_UP_MAX_STEPS else f"at least {count}"
+    reason = (
+        f"{shown} occurrence{'' if count == 1 else 's'} from {triggers.describe_time(first)} "
+        f"to {triggers.describe_time(last)} missed (misfire {schedule.spec.misfire.name})"
+    )
+    first_firing = make_firing(schedule, firing.seq + 1, first, 1, now_ms)
+    return skipped(first_firing, now_ms, reason), count
 
 
 def failures_in_row(previous: int, outcome: Outcome) -> int:

@@ -59,6 +59,15 @@ class MisfirePolicy(enum.Enum):
     SKIP = "skip"
 
 
+class OverlapPolicy(enum.Enum):
+    """What happens to an occurrence due while the schedule's previous delivery is still
+    in flight or has a retry pending."""
+
+    ALLOW_ALL = "allow_all"  # it is sent anyway
+    SKIP = "skip"  # it is not sent: recorded SKIPPED
+    BUFFER_ONE = "buffer_one"  # it waits (one at most) and is sent when the other ends
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How failed deliveries are retried. Zero values mean "the default"."""
@@ -122,6 +131,7 @@ class ScheduleSpec:
     # Pause the schedule after this many consecutive occurrences failed for good
     # (dead-lettered); 0: never.
     pause_after_failures: int = 0
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW_ALL
 
     @property
     def effective_relevancy_ms(self) -> int:
@@ -180,6 +190,12 @@ def validate_spec(spec: ScheduleSpec, limits: Limits, prefix: str = "spec") -> N
         raise InvalidArgument(f"{prefix}.jitter", "must be between 0 and 1 day")
     if spec.ordering_key:
         validate_key(spec.ordering_key, f"{prefix}.ordering_key")
+        if spec.overlap is not OverlapPolicy.ALLOW_ALL:
+            raise InvalidArgument(
+                f"{prefix}.overlap",
+                "an ordering key already sends each delivery only after the previous one "
+                "ended; leave overlap at ALLOW_ALL",
+            )
 
 
 def _validate_target(target: HttpTarget, prefix: str) -> None:

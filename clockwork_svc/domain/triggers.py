@@ -568,6 +568,11 @@ def describe(trigger: Trigger) -> str:
     return text
 
 
+def describe_time(ms: int) -> str:
+    """A time as `describe` writes it (ISO 8601, UTC)."""
+    return _iso(ms)
+
+
 def _iso(ms: int) -> str:
     try:
         dt = _EPOCH + timedelta(milliseconds=ms)

@@ -54,6 +54,14 @@ class Metrics:
         self.firings = Counter(
             "clockwork_firings_total", "Firings handled, by outcome", ["outcome"], registry=r
         )
+        self.occurrences_missed = Counter(
+            "clockwork_occurrences_missed_total",
+            "Occurrences not sent, by tenant and reason: overlap (the previous delivery "
+            "still ran), misfire (missed while no worker fired them), expired (past the "
+            "relevancy window)",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self.fire_lag = Histogram(
             "clockwork_fire_lag_seconds",
             "Delivery start minus due time",

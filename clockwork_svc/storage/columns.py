@@ -28,6 +28,7 @@ from clockwork_svc.domain.model import (
     ScheduleState,
     TriggerRequest,
 )
+from clockwork_svc.domain.spec import OverlapPolicy
 from clockwork_svc.domain.tenant import Tenant, TenantDefaults, TenantLimits
 
 R = TypeVar("R")
@@ -199,7 +200,15 @@ _FIRING_COLUMNS = (
     "redrive",
     "ordering_key",
     "payload",
+    "overlap",
 )
+
+
+_firing_attributes = attrgetter(*_FIRING_COLUMNS[:-1])
+
+
+def _firing_values(f: Firing) -> tuple[Any, ...]:
+    return (*_firing_attributes(f), f.overlap.value)
 
 
 def _firing(row: Row) -> Firing:
@@ -219,6 +228,7 @@ def _firing(row: Row) -> Firing:
         redrive=row["redrive"] or 0,
         ordering_key=row["ordering_key"] or "",
         payload=row["payload"],
+        overlap=OverlapPolicy(row["overlap"] or "allow_all"),
     )
 
 
@@ -226,7 +236,7 @@ FIRINGS: Table[Firing] = Table(
     "firings",
     _FIRING_COLUMNS,
     ("shard", "fire_at_ms", "firing_id"),
-    attrgetter(*_FIRING_COLUMNS),
+    _firing_values,
     _firing,
     read_only=("done",),
 )

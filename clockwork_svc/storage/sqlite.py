@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS firings (
     occurrence_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, delivery_id TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0, redrive INTEGER NOT NULL DEFAULT 0,
     ordering_key TEXT NOT NULL DEFAULT '', payload BLOB,
+    overlap TEXT NOT NULL DEFAULT 'allow_all',
     PRIMARY KEY (shard, fire_at_ms, firing_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
@@ -246,6 +247,8 @@ class SqliteStore:
     async def record_firing(self, record: FiringRecord) -> None:
         e = record.execution
         writes = [_execution(e), _progress(e.tenant, e.schedule_key, record.progress)]
+        if record.missed is not None:
+            writes.append(_execution(record.missed))
         if record.completes_version is not None:
             writes.append(
                 _completion(e.tenant, e.schedule_key, record.completes_version, record.completed_ms)
@@ -555,6 +558,8 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE firings ADD COLUMN ordering_key TEXT NOT NULL DEFAULT ''")
     if "payload" not in columns:
         conn.execute("ALTER TABLE firings ADD COLUMN payload BLOB")
+    if "overlap" not in columns:
+        conn.execute("ALTER TABLE firings ADD COLUMN overlap TEXT NOT NULL DEFAULT 'allow_all'")
     if "payload" not in {row[1] for row in conn.execute("PRAGMA table_info(dead_letters)")}:
         conn.execute("ALTER TABLE dead_letters ADD COLUMN payload BLOB")
     columns = {row[1] for row in conn.execute("PRAGMA table_info(schedules)")}

@@ -65,6 +65,8 @@ class _Turn:
     expire: bool
     # How much of the response body the execution keeps (the tenant's choice).
     capture_bytes: int = DEFAULT_RESPONSE_CAPTURE_BYTES
+    # The record of the occurrences the misfire policy left out before the next one.
+    missed: Execution | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +102,16 @@ class Dispatcher:
         firing: Firing,
         held_ms: int = 0,
         until_due: Callable[[], Awaitable[None]] | None = None,
+        skip: bool = False,
     ) -> Outcome | None:
         """Process one firing; returns its outcome, or None if it was superseded.
 
         `until_due`, if given, is awaited between the schedule read and everything
         else: the worker reads ahead of the due time (planning.READ_AHEAD_MS) and
         waits there; it raises to put the firing back untouched (nothing is written
-        before it returns).
+        before it returns). `skip`: the schedule's previous delivery is still running
+        and its overlap policy is SKIP: the firing is planned (the timetable goes on)
+        and recorded SKIPPED, not sent.
 
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
@@ -116,6 +121,14 @@ class Dispatcher:
         if turn.expire:
             expiry = planning.Settled(planning.expired(firing, turn.now_ms), None)
             result = _Settled(expiry, turn.now_ms)
+            self._observer.missed(firing.tenant, "expired")
+        elif skip:
+            reason = "not sent: the previous delivery was still running (overlap SKIP)"
+            result = _Settled(
+                planning.Settled(planning.skipped(firing, turn.now_ms, reason), None),
+                turn.now_ms,
+            )
+            self._observer.missed(firing.tenant, "overlap")
         else:
             result = await self._deliver(turn)
         await self._record(turn, result)
@@ -145,6 +158,9 @@ class Dispatcher:
             return None
         if plan.next_firing is not None:
             await self._put(plan.next_firing)
+        missed = planning.missed_before(effective, firing, plan.next_firing, now)
+        if missed is not None:
+            self._observer.missed(firing.tenant, "misfire", missed[1])
         progress = plan.progress or Progress(
             schedule.next_fire_ms,
             schedule.last_fire_ms,
@@ -163,6 +179,7 @@ class Dispatcher:
             capture_bytes=(
                 defaults.response_capture_bytes if defaults else DEFAULT_RESPONSE_CAPTURE_BYTES
             ),
+            missed=missed[0] if missed is not None else None,
         )
 
     async def _deliver(self, turn: _Turn) -> _Settled:
@@ -199,7 +216,7 @@ class Dispatcher:
         # These writes only have to land before the firing is marked done, and none
         # depends on another: they go out together (one request, not four).
         ordering_block = None
-        if firing.ordering_key and retry is not None:
+        if planning.sequence_key(firing) and retry is not None:
             # The key stays blocked until this delivery succeeds or gives up, even across
             # a crash or a takeover: the block is stored before the firing is done.
             ordering_block = firing.delivery_id
@@ -217,8 +234,9 @@ class Dispatcher:
                 completes_version=schedule.version if turn.completes else None,
                 completed_ms=result.finished_ms,
                 dead_letter=planning.dead_letter(firing, execution) if failed else None,
-                ordering_key=firing.ordering_key,
+                ordering_key=planning.sequence_key(firing),
                 ordering_block=ordering_block,
+                missed=turn.missed,
             )
         )
         await self._store.mark_done(firing)
@@ -232,7 +250,7 @@ class Dispatcher:
     async def _unblock_ordering(self, firing: Firing) -> None:
         """A retried delivery of an ordering key resolved: lift the key's stored block."""
         if _may_block(firing):
-            await self._store.set_ordering_block(firing.tenant, firing.ordering_key, "")
+            await self._store.set_ordering_block(firing.tenant, planning.sequence_key(firing), "")
 
     async def _pause_for_failures(
         self, schedule: Schedule, failures: int, execution: Execution, now: int
@@ -272,4 +290,4 @@ def _with_defaults(schedule: Schedule | None, defaults: TenantDefaults | None) -
 def _may_block(firing: Firing) -> bool:
     """Only a retry (attempt > 1) of an ordering key can hold its stored block: one
     delivery of a key runs at a time, so a block is that delivery's."""
-    return bool(firing.ordering_key) and firing.attempt > 1
+    return bool(planning.sequence_key(firing)) and firing.attempt > 1

@@ -38,6 +38,10 @@ class FiringObserver:
                 execution.error,
             )
 
+    def missed(self, tenant: str, reason: str, count: int = 1) -> None:
+        """Occurrences not sent: `reason` is overlap, misfire or expired."""
+        self._metrics.occurrences_missed.labels(tenant, reason).inc(count)
+
     def schedule_paused(self, tenant: str, key: str, note: str) -> None:
         log.warning("schedule %s/%s %s", tenant, key, note)
 

@@ -1,5 +1,8 @@
-"""Ordering keys: a tenant's firings with the same ordering key are delivered in order,
-each only after the previous delivery succeeded or gave up.
+"""Ordering keys and overlap policies: a tenant's firings with the same sequence key
+(`planning.sequence_key`: the ordering key, or the schedule of one with an overlap
+policy) are delivered in order, each only after the previous delivery succeeded or gave
+up. Under the overlap policy SKIP a firing whose turn comes while the key is busy is
+not kept waiting: it is to be recorded SKIPPED.
 
 Per (tenant, key) this worker keeps at most one delivery in flight; later firings wait
 in (occurrence, attempt) order. While a delivery of the key has a retry pending, the
@@ -17,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from clockwork_svc.domain.model import Firing, Outcome
+from clockwork_svc.domain.planning import sequence_key
+from clockwork_svc.domain.spec import OverlapPolicy
 
 
 class HasFiring(Protocol):
@@ -46,16 +51,20 @@ class OrderingSequencer(Generic[T]):
         self._keys: dict[tuple[str, str], _Key[T]] = {}
         self._counter = itertools.count()
 
-    async def admit(self, item: T) -> bool:
-        """True: deliver now. False: parked here until `completed` releases it."""
+    async def admit(self, item: T) -> bool | None:
+        """True: deliver now. False: parked here until `completed` releases it. None:
+        skip it (overlap SKIP, the key busy with another delivery)."""
         f = item.firing
-        key = self._keys.setdefault((f.tenant, f.ordering_key), _Key(f.shard))
+        name = sequence_key(f)
+        key = self._keys.setdefault((f.tenant, name), _Key(f.shard))
         if not key.loaded:
-            key.blocker = await self._store.get_ordering_block(f.tenant, f.ordering_key)
+            key.blocker = await self._store.get_ordering_block(f.tenant, name)
             key.loaded = True
         busy = key.in_flight not in ("", f.delivery_id)
         blocked = key.blocker not in ("", f.delivery_id)
         earlier_waiting = bool(key.waiting) and key.waiting[0][0] < f.occurrence_ms
+        if (busy or blocked) and f.overlap is OverlapPolicy.SKIP:
+            return None
         if busy or blocked or (earlier_waiting and f.delivery_id != key.blocker):
             entry = (f.occurrence_ms, f.attempt, f.firing_id, next(self._counter), item)
             heapq.heappush(key.waiting, entry)
@@ -66,7 +75,7 @@ class OrderingSequencer(Generic[T]):
     def completed(self, item: T, outcome: Outcome | None) -> list[T]:
         """Record how a delivery attempt ended; returns firings to dispatch next."""
         f = item.firing
-        key = self._keys.get((f.tenant, f.ordering_key))
+        key = self._keys.get((f.tenant, sequence_key(f)))
         if key is None:
             return []
         key.in_flight = ""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clockwork_svc.abc import Clock, DeliverySink, Store
+from clockwork_svc.domain import planning
 from clockwork_svc.domain.load import LoadTracker, WorkerLoad
 from clockwork_svc.domain.model import ClusterLayout, Firing
 from clockwork_svc.domain.planning import READ_AHEAD_MS
@@ -71,6 +72,8 @@ class Pending:
     draining: bool = False
     # Already holds its ordering key's turn (it was admitted, then put back).
     sequenced: bool = False
+    # To be recorded SKIPPED, not sent (overlap SKIP: the previous delivery runs).
+    skip: bool = False
 
 
 class Worker:
@@ -239,13 +242,14 @@ class Worker:
         if self._dispatch_paused:
             self._dispatch_paused = False
             log.warning("dispatch resumed")
-        if (
-            item.firing.ordering_key
-            and not item.sequenced
-            and not await self._sequencer.admit(item)
-        ):
-            return  # parked until the key's previous delivery resolves
-        if await self._admitted(item):
+        if planning.sequence_key(item.firing) and not (item.sequenced or item.skip):
+            admitted = await self._sequencer.admit(item)
+            if admitted is None:
+                # Not sent, so neither the tenant's limits nor the key's turn apply.
+                item = dataclasses.replace(item, skip=True)
+            elif not admitted:
+                return  # parked until the key's previous delivery resolves
+        if item.skip or await self._admitted(item):
             await self._slots.acquire()
             self._load.dispatched(max(0, self._clock.now_ms() - item.firing.fire_at_ms))
             task = asyncio.create_task(
@@ -325,10 +329,13 @@ class Worker:
         firing, scanner = item.firing, item.scanner
         try:
             outcome = await self._dispatcher.handle(
-                firing, held_ms=item.held_ms, until_due=lambda: self._until_due(item)
+                firing,
+                held_ms=item.held_ms,
+                until_due=lambda: self._until_due(item),
+                skip=item.skip,
             )
             scanner.finished(firing)
-            if firing.ordering_key:
+            if planning.sequence_key(firing) and not item.skip:
                 for following in self._sequencer.completed(item, outcome):
                     self._push(self._clock.now_ms(), following)
         except _NotNow:
@@ -349,7 +356,10 @@ class Worker:
             self._retry_later(item)
         finally:
             self._slots.release()
-            self._unblock(firing.tenant)
+            if item.skip:  # it never took a tenant's turn (`_admitted`)
+                self._release_blocked(firing.tenant)
+            else:
+                self._unblock(firing.tenant)
 
     async def _until_due(self, item: Pending) -> None:
         """Wait for the firing's due time (its schedule was read ahead), then check

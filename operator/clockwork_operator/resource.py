@@ -20,6 +20,7 @@ from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
     MisfirePolicy,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -81,6 +82,7 @@ def desired(spec: Mapping[str, Any]) -> Desired:
             ordering_key=_text(spec, "orderingKey", "spec.orderingKey"),
             misfire=_misfire(spec),
             pause_after_failures=_pause_after_failures(spec),
+            overlap=_overlap(spec),
         ),
         suspend=bool(spec.get("suspend", False)),
         secret=_secret(_mapping(spec, "tenantSecretRef", "spec.tenantSecretRef")),
@@ -184,6 +186,18 @@ def _misfire(spec: Mapping[str, Any]) -> MisfirePolicy:
     choices = {"fireLatest": MisfirePolicy.FIRE_LATEST, "skip": MisfirePolicy.SKIP}
     if value not in choices:
         raise SpecError("spec.misfire", "must be fireLatest or skip")
+    return choices[value]
+
+
+def _overlap(spec: Mapping[str, Any]) -> OverlapPolicy:
+    value = spec.get("overlap", "allowAll")
+    choices = {
+        "allowAll": OverlapPolicy.ALLOW_ALL,
+        "skip": OverlapPolicy.SKIP,
+        "bufferOne": OverlapPolicy.BUFFER_ONE,
+    }
+    if value not in choices:
+        raise SpecError("spec.overlap", "must be allowAll, skip or bufferOne")
     return choices[value]
 
 

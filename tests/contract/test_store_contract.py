@@ -27,6 +27,7 @@ from clockwork_svc.domain.model import (
 from clockwork_svc.domain.spec import (
     HttpTarget,
     MisfirePolicy,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -621,7 +622,9 @@ async def test_ordering_key_round_trips_on_firings(store: Store) -> None:
 
 async def test_a_firings_own_payload_round_trips(store: Store) -> None:
     shard = fresh_shard()
-    own = make_firing(shard, T0 + 10, seq=-1, payload=b"\x00override\xff")
+    own = make_firing(
+        shard, T0 + 10, seq=-1, payload=b"\x00override\xff", overlap=OverlapPolicy.SKIP
+    )
     empty = make_firing(shard, T0 + 20, seq=-1, payload=b"")
     await store.put_firings([own, empty])
     assert await store.scan_firings(shard, (T0, ""), T0 + 100, 10) == [own, empty]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -16,17 +17,18 @@ import pytest
 
 from clockwork_svc import app
 from clockwork_svc.api.v1.model import DeadLetterRange
-from clockwork_svc.client import ClockworkClient
+from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import identity, triggers
 from clockwork_svc.domain.labels import Selector, parse_selector
 from clockwork_svc.domain.model import (
     BulkAction,
     ClusterLayout,
+    Execution,
     Outcome,
     ScheduleQuery,
     ScheduleState,
 )
-from clockwork_svc.domain.spec import RetryKind, RetryPolicy
+from clockwork_svc.domain.spec import OverlapPolicy, RetryKind, RetryPolicy
 from clockwork_svc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from clockwork_svc.settings import CassandraSettings, StoreSettings
 from tests.conftest import require_server
@@ -489,3 +491,113 @@ async def test_bulk_actions_apply_once_per_schedule_across_pages_and_retries(
     with pytest.raises(InvalidArgument) as err:
         await client.bulk(BulkAction.PAUSE, ScheduleQuery())
     assert err.value.field == "label_selector"
+
+
+# --- overlap policy; missed occurrences are visible ---------------------------------------------
+
+
+def every(ms: int, first_in_ms: int = 1000) -> triggers.IntervalTrigger:
+    return triggers.IntervalTrigger(ms, start_ms=(now_ms() // 1000) * 1000 + first_in_ms)
+
+
+async def wait_for_outcome(client: ClockworkClient, key: str, outcome: Outcome) -> list[Execution]:
+    for _ in range(150):
+        found = [e for e in (await client.executions(key)).items if e.outcome is outcome]
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{key}: no {outcome.name} execution")
+
+
+async def test_overlap_skip_records_the_occurrences_due_while_a_retry_is_pending(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.responder = lambda path, n: 500 if n == 1 else 200
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=4500)
+    await client.create(
+        "slow",
+        spec(sink.url + "/slow", every(1500), retry=retry, overlap=OverlapPolicy.SKIP),
+    )
+    skipped = await wait_for_outcome(client, "slow", Outcome.SKIPPED)
+    assert "previous delivery was still running" in skipped[0].error
+    # The retry of the first occurrence is sent, and the timetable goes on after it.
+    received = await sink.wait_for("/slow", 3, timeout_s=15)
+    assert received[1].delivery_id == received[0].delivery_id  # the retry
+    sent_ids = {r.delivery_id for r in received}
+    assert not sent_ids & {e.delivery_id for e in skipped}  # a skipped one is never sent
+    await client.cancel("slow")
+
+
+async def test_overlap_buffer_one_sends_each_delivery_after_the_previous_ends(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    sink.delay_s = 1.6  # each callback takes longer than the interval
+    await client.create(
+        "buffered", spec(sink.url + "/buffered", every(1000), overlap=OverlapPolicy.BUFFER_ONE)
+    )
+    received = await sink.wait_for("/buffered", 4, timeout_s=15)
+    await client.cancel("buffered")
+    # Never two at once: each request arrived after the previous one was answered.
+    for before, after in itertools.pairwise(received):
+        assert after.received_ms >= before.received_ms + 1600 - 50
+
+
+async def test_an_overlap_policy_with_an_ordering_key_is_refused(
+    client: ClockworkClient, sink: RecordingSink
+) -> None:
+    with_key = spec(sink.url + "/x", every(1000), ordering_key="o", overlap=OverlapPolicy.SKIP)
+    with pytest.raises(InvalidArgument) as err:
+        await client.create("k", with_key)
+    assert err.value.field == "spec.overlap"
+
+
+async def test_occurrences_missed_while_no_worker_ran_are_recorded(
+    tmp_path: Path, sink: RecordingSink
+) -> None:
+    """The api runs without a worker for a few occurrences of an every-second schedule;
+    once a worker starts, the misfire policy (FIRE_LATEST) sends the latest missed one
+    and records the others as one SKIPPED execution naming how many."""
+    settings = dev_settings(tmp_path)
+    async with app.running(settings, api=True, worker=False) as api_only:
+        assert api_only.api is not None
+        address = f"127.0.0.1:{api_only.api.port}"
+        async with ClockworkClient(ClientSettings(address, tenant="acme")) as c:
+            await c.create("ticker", spec(sink.url + "/ticker", every(1000, 0)))
+        await asyncio.sleep(5.5)
+    async with app.running(settings, api=True, worker=True) as node:
+        assert node.api is not None
+        address = f"127.0.0.1:{node.api.port}"
+        async with ClockworkClient(ClientSettings(address, tenant="acme")) as c:
+            [record] = await wait_for_outcome(c, "ticker", Outcome.SKIPPED)
+            await c.cancel("ticker")
+    assert "missed (misfire FIRE_LATEST)" in record.error
+    count = int(record.error.split(" ", 1)[0])
+    assert 3 <= count <= 6, record.error
+
+
+async def test_overlap_skip_holds_across_a_worker_restart(
+    tmp_path: Path, sink: RecordingSink
+) -> None:
+    """The first delivery fails and its retry is due in 6 s; the worker stops and a new
+    one starts meanwhile. The new one loads the stored turn of the pending retry: the
+    occurrences due before it are skipped, and the retry goes first."""
+    sink.responder = lambda path, n: 500 if n == 1 else 200
+    settings = dev_settings(tmp_path)
+    retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=6000)
+    overlapping = spec(sink.url + "/job", every(1000), retry=retry, overlap=OverlapPolicy.SKIP)
+    async with app.running(settings, api=True, worker=True) as first:
+        assert first.api is not None
+        address = f"127.0.0.1:{first.api.port}"
+        async with ClockworkClient(ClientSettings(address, tenant="acme")) as c:
+            await c.create("job", overlapping)
+            [failed] = await sink.wait_for("/job", 1, timeout_s=10)
+            await wait_for_outcome(c, "job", Outcome.RETRYING)
+    async with app.running(settings, api=True, worker=True) as second:
+        assert second.api is not None
+        address = f"127.0.0.1:{second.api.port}"
+        async with ClockworkClient(ClientSettings(address, tenant="acme")) as c:
+            await wait_for_outcome(c, "job", Outcome.SKIPPED)
+            received = await sink.wait_for("/job", 2, timeout_s=15)
+            await c.cancel("job")
+    # The first thing sent after the restart is the pending retry, not an occurrence.
+    assert received[1].delivery_id == failed.delivery_id and received[1].status == 200

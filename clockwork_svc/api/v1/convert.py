@@ -49,6 +49,7 @@ from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
     MisfirePolicy,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -84,6 +85,18 @@ _OUTCOMES = {
     Outcome.RETRYING: pb.RETRYING,
     Outcome.FAILED: pb.FAILED,
     Outcome.EXPIRED: pb.EXPIRED,
+    Outcome.SKIPPED: pb.SKIPPED,
+}
+_OVERLAP = {
+    pb.OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy.ALLOW_ALL,
+    pb.ALLOW_ALL: OverlapPolicy.ALLOW_ALL,
+    pb.SKIP_OVERLAP: OverlapPolicy.SKIP,
+    pb.BUFFER_ONE: OverlapPolicy.BUFFER_ONE,
+}
+_OVERLAP_PB = {
+    OverlapPolicy.ALLOW_ALL: pb.ALLOW_ALL,
+    OverlapPolicy.SKIP: pb.SKIP_OVERLAP,
+    OverlapPolicy.BUFFER_ONE: pb.BUFFER_ONE,
 }
 _STATES_PB = {v: k for k, v in _STATES.items()}
 _OUTCOMES_PB = {v: k for k, v in _OUTCOMES.items()}
@@ -201,6 +214,8 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
     retry = retry_from_pb(spec.retry, f"{prefix}.retry")
     if spec.misfire not in _MISFIRE:
         raise InvalidArgument(f"{prefix}.misfire", "unknown misfire policy")
+    if spec.overlap not in _OVERLAP:
+        raise InvalidArgument(f"{prefix}.overlap", "unknown overlap policy")
     return ScheduleSpec(
         trigger=trigger,
         target=target,
@@ -211,6 +226,7 @@ def spec_from_pb(spec: pb.ScheduleSpec, prefix: str = "spec") -> ScheduleSpec:
         ordering_key=spec.ordering_key,
         misfire=_MISFIRE[spec.misfire],
         pause_after_failures=spec.pause_after_failures,
+        overlap=_OVERLAP[spec.overlap],
     )
 
 
@@ -237,6 +253,7 @@ def spec_to_pb(spec: ScheduleSpec) -> pb.ScheduleSpec:
         ordering_key=spec.ordering_key,
         misfire=_MISFIRE_PB[spec.misfire],
         pause_after_failures=spec.pause_after_failures,
+        overlap=_OVERLAP_PB[spec.overlap],
     )
     trigger_to_pb(spec.trigger, out)
     if isinstance(spec.target, KafkaTarget):

@@ -49,6 +49,44 @@ SKIP: MisfirePolicy.ValueType  # 2
 """After downtime, skip missed occurrences and wait for the next one."""
 Global___MisfirePolicy: _TypeAlias = MisfirePolicy  # noqa: Y015
 
+class _OverlapPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _OverlapPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OverlapPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    OVERLAP_POLICY_UNSPECIFIED: _OverlapPolicy.ValueType  # 0
+    """ALLOW_ALL"""
+    ALLOW_ALL: _OverlapPolicy.ValueType  # 1
+    """Sent anyway (deliveries of one schedule may run side by side)."""
+    SKIP_OVERLAP: _OverlapPolicy.ValueType  # 2
+    """Not sent: recorded SKIPPED; the timetable goes on."""
+    BUFFER_ONE: _OverlapPolicy.ValueType  # 3
+    """Waits (one at most: later occurrences are planned only once it is sent) and is
+    sent when the previous delivery ends; occurrences that fall due meanwhile follow
+    the misfire policy.
+    """
+
+class OverlapPolicy(_OverlapPolicy, metaclass=_OverlapPolicyEnumTypeWrapper):
+    """What happens to an occurrence due while the schedule's previous delivery is still
+    in flight or has a retry pending (a slow callback, retries). Applies to triggered and
+    backfilled runs too, as in Temporal. Holds across worker failover (a pending retry's
+    turn is stored).
+    """
+
+OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy.ValueType  # 0
+"""ALLOW_ALL"""
+ALLOW_ALL: OverlapPolicy.ValueType  # 1
+"""Sent anyway (deliveries of one schedule may run side by side)."""
+SKIP_OVERLAP: OverlapPolicy.ValueType  # 2
+"""Not sent: recorded SKIPPED; the timetable goes on."""
+BUFFER_ONE: OverlapPolicy.ValueType  # 3
+"""Waits (one at most: later occurrences are planned only once it is sent) and is
+sent when the previous delivery ends; occurrences that fall due meanwhile follow
+the misfire policy.
+"""
+Global___OverlapPolicy: _TypeAlias = OverlapPolicy  # noqa: Y015
+
 class _ScheduleState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -107,6 +145,11 @@ class _OutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Outcome.Value
     """Failed for good (permanent error or attempts exhausted)."""
     EXPIRED: _Outcome.ValueType  # 4
     """Not sent: past the relevancy window."""
+    SKIPPED: _Outcome.ValueType  # 5
+    """Not sent: the previous delivery was still running (overlap SKIP_OVERLAP), or the
+    occurrences were missed while no worker could fire them (misfire policy; one record
+    names how many).
+    """
 
 class Outcome(_Outcome, metaclass=_OutcomeEnumTypeWrapper): ...
 
@@ -118,6 +161,11 @@ FAILED: Outcome.ValueType  # 3
 """Failed for good (permanent error or attempts exhausted)."""
 EXPIRED: Outcome.ValueType  # 4
 """Not sent: past the relevancy window."""
+SKIPPED: Outcome.ValueType  # 5
+"""Not sent: the previous delivery was still running (overlap SKIP_OVERLAP), or the
+occurrences were missed while no worker could fire them (misfire policy; one record
+names how many).
+"""
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
 @_typing.final
@@ -396,6 +444,7 @@ class ScheduleSpec(_message.Message):
     ORDERING_KEY_FIELD_NUMBER: _builtins.int
     MISFIRE_FIELD_NUMBER: _builtins.int
     PAUSE_AFTER_FAILURES_FIELD_NUMBER: _builtins.int
+    OVERLAP_FIELD_NUMBER: _builtins.int
     payload: _builtins.bytes
     """Delivered as the request body; at most 64 KiB by default."""
     ordering_key: _builtins.str
@@ -405,6 +454,10 @@ class ScheduleSpec(_message.Message):
     """Pause the schedule once this many occurrences in a row have failed for good
     (dead-lettered), with a note saying so, instead of failing forever; 0 (default):
     never. At most 1000. A success resets the count.
+    """
+    overlap: Global___OverlapPolicy.ValueType
+    """Not allowed with an ordering_key (which already sends each delivery after the
+    previous one ended).
     """
     @_builtins.property
     def once(self) -> Global___OnceTrigger: ...
@@ -443,10 +496,11 @@ class ScheduleSpec(_message.Message):
         ordering_key: _builtins.str = ...,
         misfire: Global___MisfirePolicy.ValueType = ...,
         pause_after_failures: _builtins.int = ...,
+        overlap: Global___OverlapPolicy.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "once", b"once", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "pause_after_failures", b"pause_after_failures", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cron", b"cron", "http", b"http", "interval", b"interval", "jitter", b"jitter", "kafka", b"kafka", "misfire", b"misfire", "once", b"once", "ordering_key", b"ordering_key", "overlap", b"overlap", "pause_after_failures", b"pause_after_failures", "payload", b"payload", "relevancy_window", b"relevancy_window", "retry", b"retry", "target", b"target", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["http", "kafka"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015

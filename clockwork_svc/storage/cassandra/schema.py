@@ -287,6 +287,11 @@ MIGRATIONS: list[Migration] = [
             "ON $keyspace.schedules_by_part (labels) USING 'StorageAttachedIndex'",
         ],
     ),
+    (
+        13,
+        "overlap",
+        ["ALTER TABLE $keyspace.firings ADD IF NOT EXISTS overlap text"],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -597,6 +597,8 @@ class CassandraStore:
         e = record.execution
         progress = progress_values(record.progress)
         writes: list[Statement] = [(self._st.record_execution, EXECUTIONS.encode(e))]
+        if record.missed is not None:
+            writes.append((self._st.record_execution, EXECUTIONS.encode(record.missed)))
         where = rows.schedule_key(e.tenant, e.schedule_key)
         if record.completes_version is None:
             writes.append((self._st.record_progress, (*progress, *where)))

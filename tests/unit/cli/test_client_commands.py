@@ -19,6 +19,7 @@ from clockwork_svc.domain.model import BulkAction, ScheduleQuery, ScheduleState
 from clockwork_svc.domain.spec import (
     HttpTarget,
     KafkaTarget,
+    OverlapPolicy,
     RetryKind,
     RetryPolicy,
     ScheduleSpec,
@@ -157,7 +158,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         "--cron", "0 * * * *", "--tz", "Europe/Paris", "--count", "2",
         "--kafka-topic", "topic", "--header", "b=2", "--header", "a=1",
         "--payload", "p", "--max-attempts", "1", "--ordering-key", "o",
-        "--pause-after-failures", "3",
+        "--pause-after-failures", "3", "--overlap", "buffer-one",
     )  # fmt: skip
     hourly = ScheduleSpec(
         trigger=triggers.CronTrigger("0 * * * *", "Europe/Paris", count=2),
@@ -166,6 +167,7 @@ def test_schedule_create_and_update_send_the_spec_their_flags_describe(calls: li
         retry=RetryPolicy(RetryKind.NONE),
         ordering_key="o",
         pause_after_failures=3,
+        overlap=OverlapPolicy.BUFFER_ONE,
     )
     assert (method, args) == ("update", ("k", hourly, 3))
 

@@ -290,3 +290,20 @@ def test_an_execution_keeps_the_tenants_share_of_the_response() -> None:
     assert kept.response_headers == (("Content-Type", "text/plain"), ("X-Request-Id", "r"))
     none = planning.settle(schedule, firing, result, T0, T0 + 3, 0.5, capture_bytes=0)
     assert none.execution.response_body == b""
+
+
+def test_occurrences_left_out_by_the_misfire_policy_are_recorded_once() -> None:
+    every = spec(IntervalTrigger(60_000, start_ms=T0))
+    schedule, first = planning.new_schedule("t", "k", every, "id", T0 - 1, LAYOUT)
+    assert first is not None
+    now = T0 + 10 * 60_000 + 5  # ten minutes late: occurrences 1..10 are past
+    plan = planning.plan_dispatch(schedule, first, now)
+    assert plan.next_firing is not None and plan.next_firing.occurrence_ms == T0 + 10 * 60_000
+    missed = planning.missed_before(schedule, first, plan.next_firing, now)
+    assert missed is not None
+    record, count = missed
+    assert count == 9  # occurrences 1..9: the latest (10) is fired (FIRE_LATEST)
+    assert record.outcome is Outcome.SKIPPED and "9 occurrences" in record.error
+    assert record.occurrence_ms == T0 + 60_000
+    on_time = planning.plan_dispatch(schedule, first, T0 + 5)
+    assert planning.missed_before(schedule, first, on_time.next_firing, T0 + 5) is None

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from clockwork_svc.domain.model import Firing, Outcome
+from clockwork_svc.domain.planning import sequence_key
+from clockwork_svc.domain.spec import OverlapPolicy
 from clockwork_svc.worker.sequencer import OrderingSequencer
 
 
@@ -85,3 +88,45 @@ async def test_forget_shard_drops_state() -> None:
     assert await seq.admit(item(1))
     seq.forget_shard(1)
     assert await seq.admit(item(2))
+
+
+def overlapping(occurrence: int, policy: OverlapPolicy, attempt: int = 1) -> Item:
+    """A firing of schedule k, which has no ordering key but an overlap policy."""
+    base = item(occurrence, attempt, key="")
+    return Item(dataclasses.replace(base.firing, overlap=policy))
+
+
+async def test_overlap_skip_skips_while_the_schedule_is_busy_or_blocked() -> None:
+    seq: OrderingSequencer[Item] = OrderingSequencer(Blocks())
+    first = overlapping(1, OverlapPolicy.SKIP)
+    assert sequence_key(first.firing) == "#k"
+    assert await seq.admit(first) is True
+    assert await seq.admit(overlapping(2, OverlapPolicy.SKIP)) is None  # in flight
+    assert seq.completed(first, Outcome.RETRYING) == []
+    assert await seq.admit(overlapping(3, OverlapPolicy.SKIP)) is None  # retry pending
+    retry = overlapping(1, OverlapPolicy.SKIP, attempt=2)
+    assert await seq.admit(retry) is True  # its own retry goes
+    assert seq.completed(retry, Outcome.SUCCEEDED) == []
+    assert await seq.admit(overlapping(4, OverlapPolicy.SKIP)) is True
+
+
+async def test_overlap_buffer_one_waits_for_the_running_delivery() -> None:
+    seq: OrderingSequencer[Item] = OrderingSequencer(Blocks())
+    first, second = (
+        overlapping(1, OverlapPolicy.BUFFER_ONE),
+        overlapping(2, OverlapPolicy.BUFFER_ONE),
+    )
+    assert await seq.admit(first) is True
+    assert await seq.admit(second) is False
+    assert seq.completed(first, Outcome.SUCCEEDED) == [second]
+
+
+async def test_a_stored_block_skips_after_a_takeover() -> None:
+    seq: OrderingSequencer[Item] = OrderingSequencer(Blocks(stored="d1"))
+    assert await seq.admit(overlapping(2, OverlapPolicy.SKIP)) is None
+    assert await seq.admit(overlapping(1, OverlapPolicy.SKIP, attempt=2)) is True
+
+
+def test_allow_all_is_not_sequenced() -> None:
+    assert sequence_key(overlapping(1, OverlapPolicy.ALLOW_ALL).firing) == ""
+    assert sequence_key(item(1, key="o").firing) == "o"
