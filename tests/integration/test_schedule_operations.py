@@ -30,7 +30,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.spec import OverlapPolicy, RetryKind, RetryPolicy
 from clockwork_svc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from clockwork_svc.settings import CassandraSettings, StoreSettings
+from clockwork_svc.settings import CassandraSettings, ProcessSettings, StoreSettings
 from tests.conftest import require_server
 from tests.integration.test_dev_node import dev_settings, now_ms, spec
 from tests.support.sink import RecordingSink
@@ -43,11 +43,13 @@ def utc_ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)])
-async def node(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[app.Node]:
-    settings = dev_settings(tmp_path)
+async def settings(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[ProcessSettings]:
+    """A dev node's settings on either store (a fresh keyspace for Cassandra)."""
+    base = dev_settings(tmp_path)
     if request.param == "sqlite":
-        async with app.running(settings, api=True, worker=True) as running:
-            yield running
+        yield base
         return
     address = require_server("CLOCKWORK_CASSANDRA")
     from clockwork_svc.storage import cassandra
@@ -59,12 +61,15 @@ async def node(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         kind="cassandra", cassandra=CassandraSettings(contact_points=(address,), keyspace=keyspace)
     )
     try:
-        async with app.running(
-            dataclasses.replace(settings, store=store), api=True, worker=True
-        ) as running:
-            yield running
+        yield dataclasses.replace(base, store=store)
     finally:
         await cassandra.drop_keyspace_for_tests([address], keyspace)
+
+
+@pytest.fixture
+async def node(settings: ProcessSettings) -> AsyncIterator[app.Node]:
+    async with app.running(settings, api=True, worker=True) as running:
+        yield running
 
 
 async def wait_for_executions(client: ClockworkClient, key: str, count: int) -> None:
@@ -552,12 +557,11 @@ async def test_an_overlap_policy_with_an_ordering_key_is_refused(
 
 
 async def test_occurrences_missed_while_no_worker_ran_are_recorded(
-    tmp_path: Path, sink: RecordingSink
+    settings: ProcessSettings, sink: RecordingSink
 ) -> None:
     """The api runs without a worker for a few occurrences of an every-second schedule;
     once a worker starts, the misfire policy (FIRE_LATEST) sends the latest missed one
     and records the others as one SKIPPED execution naming how many."""
-    settings = dev_settings(tmp_path)
     async with app.running(settings, api=True, worker=False) as api_only:
         assert api_only.api is not None
         address = f"127.0.0.1:{api_only.api.port}"
@@ -576,13 +580,12 @@ async def test_occurrences_missed_while_no_worker_ran_are_recorded(
 
 
 async def test_overlap_skip_holds_across_a_worker_restart(
-    tmp_path: Path, sink: RecordingSink
+    settings: ProcessSettings, sink: RecordingSink
 ) -> None:
     """The first delivery fails and its retry is due in 6 s; the worker stops and a new
     one starts meanwhile. The new one loads the stored turn of the pending retry: the
     occurrences due before it are skipped, and the retry goes first."""
     sink.responder = lambda path, n: 500 if n == 1 else 200
-    settings = dev_settings(tmp_path)
     retry = RetryPolicy(RetryKind.FIXED, max_attempts=3, initial_delay_ms=6000)
     overlapping = spec(sink.url + "/job", every(1000), retry=retry, overlap=OverlapPolicy.SKIP)
     async with app.running(settings, api=True, worker=True) as first:
