@@ -72,15 +72,27 @@ async def unary(
     }
 
 
+def labels_of(i: int, count: int) -> dict[str, str]:
+    """`count` labels for schedule i, from a few values each (as teams and envs are)."""
+    return {f"label-{j}": f"value-{(i + j) % 7}" for j in range(count)}
+
+
 async def batched(
-    client: ClockworkClient, spec: pb.ScheduleSpec, prefix: str, n: int, size: int
+    client: ClockworkClient,
+    spec: pb.ScheduleSpec,
+    prefix: str,
+    n: int,
+    size: int,
+    labels: int = 0,
 ) -> dict[str, Any]:
     starts = iter(range(0, n, size))
     latencies: list[float] = []
 
     async def one_caller() -> None:
         for b in starts:
-            entries = [(f"{prefix}-{i}", spec) for i in range(b, min(n, b + size))]
+            entries = [
+                (f"{prefix}-{i}", spec, labels_of(i, labels)) for i in range(b, min(n, b + size))
+            ]
             started = time.perf_counter()
             results = await client.create_many(entries)
             latencies.append((time.perf_counter() - started) * 1000)
@@ -92,9 +104,10 @@ async def batched(
     await asyncio.gather(*(one_caller() for _ in range(BATCH_IN_FLIGHT)))
     elapsed = time.perf_counter() - started
     return {
-        "mode": f"batch {size} x{BATCH_IN_FLIGHT}",
+        "mode": f"batch {size} x{BATCH_IN_FLIGHT}" + (f" {labels} labels" if labels else ""),
         "n": n,
         "per_s": n / elapsed,
+        "labels": labels,
         **latency_summary(latencies),
     }
 
@@ -158,10 +171,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             row = await batched(client, pb_spec, "b", args.n, args.batch)
             row |= cpu_columns(await monitor.stop())
             modes.append(row)
+            if args.labels:
+                # The same creates, each with labels: the cost of the labels index.
+                monitor = ResourceMonitor(pids).start()
+                row = await batched(client, pb_spec, "l", args.n, args.batch, args.labels)
+                row |= cpu_columns(await monitor.stop())
+                modes.append(row)
         raw = await raw_limit(cluster, args.n, args.raw_concurrency)
     report["modes"] = modes
     report["raw"] = raw
-    report["best_api_per_s"] = best_api = max(m["per_s"] for m in modes)
+    report["best_api_per_s"] = best_api = max(m["per_s"] for m in modes if not m.get("labels"))
+    labelled = [m["per_s"] for m in modes if m.get("labels")]
+    if labelled:
+        plain = next(m["per_s"] for m in modes if m["mode"].startswith("batch") and not m["labels"])
+        report["ratio_labelled_to_plain_batch"] = ratio(labelled[0], plain)
     for kind in ("plain", "conditional"):
         best = max(r["per_s"] for r in raw if r["kind"] == kind)
         report[f"best_raw_{kind}_per_s"] = best
@@ -179,6 +202,12 @@ def main() -> None:
         "--raw-concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[64, 256, 1024]
     )
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument(
+        "--labels",
+        type=int,
+        default=0,
+        help="also create N more schedules in batches with this many labels each",
+    )
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--out", type=Path, default=None, help="results directory")
     args = parser.parse_args()

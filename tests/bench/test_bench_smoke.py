@@ -59,9 +59,12 @@ def test_accept(tmp_path: Path) -> None:
         "100",
         "--shards",
         "8",
+        "--labels",
+        "3",
     )
-    assert [m["n"] for m in report["modes"]] == [200, 200]
+    assert [(m["n"], m["labels"]) for m in report["modes"][1:]] == [(200, 0), (200, 3)]
     assert [(r["kind"], r["errors"]) for r in report["raw"]] == [("plain", 0), ("conditional", 0)]
+    assert report["ratio_labelled_to_plain_batch"] > 0
     assert report["ratio_api_to_raw_plain"] > 0
     assert report["ratio_api_to_raw_conditional"] > 0
 
