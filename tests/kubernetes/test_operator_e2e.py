@@ -209,6 +209,19 @@ async def test_schedule_lifecycle_through_kubectl(stack: Stack) -> None:
     assert key == f"k8s/{stack.team}/heartbeat/{obj['metadata']['uid']}"
     code, out, _ = await stack.kubectl("-n", stack.team, "get", "cws")
     assert "every 1s" in out and "ACTIVE" in out and "SUCCEEDED" in out  # printer columns
+    assert len(status["upcomingFireTimes"]) == 3  # the next occurrences
+
+    # the resource's labels reach the schedule (a label change is applied too)
+    code, _, err = await stack.kubectl(
+        "-n", stack.team, "label", "cws", "heartbeat", "team=payments"
+    )
+    assert code == 0, err
+
+    async def labelled() -> bool:
+        async with stack.admin(stack.team) as admin:
+            return ("team", "payments") in (await admin.get(key)).labels
+
+    await eventually(labelled, 30, "the resource's label on its schedule")
 
     # suspend: stops firing
     patch = json.dumps({"spec": {"suspend": True}})
