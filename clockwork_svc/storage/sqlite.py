@@ -548,36 +548,32 @@ def _connect(path: Path, default_layout: ClusterLayout) -> sqlite3.Connection:
     return conn
 
 
+# Columns added after a data dir may have been created: (table, column, definition).
+_ADDED_COLUMNS = (
+    ("firings", "redrive", "INTEGER NOT NULL DEFAULT 0"),
+    ("firings", "ordering_key", "TEXT NOT NULL DEFAULT ''"),
+    ("firings", "payload", "BLOB"),
+    ("firings", "overlap", "TEXT NOT NULL DEFAULT 'allow_all'"),
+    ("dead_letters", "payload", "BLOB"),
+    ("schedules", "note", "TEXT NOT NULL DEFAULT ''"),
+    ("schedules", "labels", "TEXT NOT NULL DEFAULT '[]'"),
+    ("schedules", "failures_in_row", "INTEGER NOT NULL DEFAULT 0"),
+    ("executions", "response_body", "BLOB"),
+    ("executions", "response_headers", "TEXT"),
+    ("tenants", "limits", "TEXT NOT NULL DEFAULT '{}'"),
+    ("tenants", "defaults", "TEXT NOT NULL DEFAULT '{}'"),
+)
+
+
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """Columns added after a data dir may have been created (CREATE TABLE IF NOT EXISTS
-    does not change an existing table)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(firings)")}
-    if "redrive" not in columns:
-        conn.execute("ALTER TABLE firings ADD COLUMN redrive INTEGER NOT NULL DEFAULT 0")
-    if "ordering_key" not in columns:
-        conn.execute("ALTER TABLE firings ADD COLUMN ordering_key TEXT NOT NULL DEFAULT ''")
-    if "payload" not in columns:
-        conn.execute("ALTER TABLE firings ADD COLUMN payload BLOB")
-    if "overlap" not in columns:
-        conn.execute("ALTER TABLE firings ADD COLUMN overlap TEXT NOT NULL DEFAULT 'allow_all'")
-    if "payload" not in {row[1] for row in conn.execute("PRAGMA table_info(dead_letters)")}:
-        conn.execute("ALTER TABLE dead_letters ADD COLUMN payload BLOB")
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(schedules)")}
-    if "note" not in columns:
-        conn.execute("ALTER TABLE schedules ADD COLUMN note TEXT NOT NULL DEFAULT ''")
-    if "labels" not in columns:
-        conn.execute("ALTER TABLE schedules ADD COLUMN labels TEXT NOT NULL DEFAULT '[]'")
-    if "failures_in_row" not in columns:
-        conn.execute("ALTER TABLE schedules ADD COLUMN failures_in_row INTEGER NOT NULL DEFAULT 0")
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(executions)")}
-    if "response_body" not in columns:
-        conn.execute("ALTER TABLE executions ADD COLUMN response_body BLOB")
-        conn.execute("ALTER TABLE executions ADD COLUMN response_headers TEXT")
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(tenants)")}
-    if "limits" not in columns:
-        conn.execute("ALTER TABLE tenants ADD COLUMN limits TEXT NOT NULL DEFAULT '{}'")
-    if "defaults" not in columns:
-        conn.execute("ALTER TABLE tenants ADD COLUMN defaults TEXT NOT NULL DEFAULT '{}'")
+    """The `_ADDED_COLUMNS` an older data dir lacks (CREATE TABLE IF NOT EXISTS does not
+    change an existing table)."""
+    present: dict[str, set[str]] = {}
+    for table, column, definition in _ADDED_COLUMNS:
+        if table not in present:
+            present[table] = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present[table]:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _fetchone(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
