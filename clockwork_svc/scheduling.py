@@ -331,22 +331,23 @@ class Scheduling:
     async def _transition(
         self, tenant: str, key: str, target: ScheduleState, note: str = ""
     ) -> Schedule:
-        schedule, settle = await self._transition_unsettled(tenant, key, target, note)
+        schedule, _, settle = await self._transition_unsettled(tenant, key, target, note)
         if settle:
             await asyncio.sleep(self._read_ahead_s)
         return schedule
 
     async def _transition_unsettled(
         self, tenant: str, key: str, target: ScheduleState, note: str = ""
-    ) -> tuple[Schedule, bool]:
-        """The transition, and whether its acknowledgement must wait READ_AHEAD_MS (it
+    ) -> tuple[Schedule, bool, bool]:
+        """The schedule after the transition, whether it changed (False: it was in that
+        state already), and whether its acknowledgement must wait READ_AHEAD_MS (it
         changed an active schedule: see `_change`); the caller waits (once for many)."""
         for _ in range(_CAS_ATTEMPTS):
             current = await self.get(tenant, key)
             if current.state is target:
                 if target is ScheduleState.ACTIVE:
                     await self._ensure_armed(current)
-                return current, False
+                return current, False, False
             if current.state is ScheduleState.CANCELLED:
                 raise FailedPrecondition("schedule is cancelled")
             if current.state is ScheduleState.COMPLETED and target is not ScheduleState.CANCELLED:
@@ -361,7 +362,7 @@ class Scheduling:
                 current, changed, arm=target is ScheduleState.ACTIVE, settle=False
             )
             if result is not None:
-                return result, current.state is ScheduleState.ACTIVE
+                return result, True, current.state is ScheduleState.ACTIVE
         raise Conflict("schedule keeps changing concurrently; try again")
 
     async def _change(
@@ -524,12 +525,10 @@ class Scheduling:
                 digest = hashlib.blake2b(f"{request_id}\x1f{key}".encode(), digest_size=16)
                 own_id = "bulk-" + digest.hexdigest()
             return (await self.trigger(tenant, key, None, own_id)).triggered, False
-        target = _BULK_TARGETS[action]
-        before = await self.get(tenant, key)
-        if before.state is target:
-            return False, False
-        _, settle = await self._transition_unsettled(tenant, key, target, note)
-        return True, settle
+        _, changed, settle = await self._transition_unsettled(
+            tenant, key, _BULK_TARGETS[action], note
+        )
+        return changed, settle
 
     async def _write_claimed(
         self, schedule: Schedule, stored: TriggerRequest, payload: bytes | None, now: int
