@@ -66,7 +66,8 @@ def encode(labels: Labels) -> list[str]:
 
 
 def decode(stored: Iterable[str] | None) -> Labels:
-    return tuple(sorted(tuple(item.split("=", 1)) for item in stored or ()))  # type: ignore[misc]
+    pairs = (item.partition("=") for item in stored or ())
+    return tuple(sorted((key, value) for key, _, value in pairs))
 
 
 @dataclass(frozen=True, slots=True)
