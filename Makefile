@@ -3,13 +3,17 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-$(PY):
+INSTALLED := $(VENV)/.installed
+
+# Again whenever pyproject.toml changes (a new or re-pinned dependency).
+$(INSTALLED): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
 
 ## Run Clockwork on this machine (embedded store, one process).
-dev: $(PY)
+dev: $(INSTALLED)
 	$(VENV)/bin/clockwork dev
 
 ## The whole test suite: installs everything, starts real servers, runs all tests.
@@ -22,26 +26,26 @@ test-replicated:
 	./scripts/test-replicated.sh
 
 ## Only the tests that need no servers.
-unit: $(PY)
+unit: $(INSTALLED)
 	$(PY) -m pytest -q tests/unit
 
 ## Regenerate the gRPC/protobuf code from proto/.
-proto: $(PY)
+proto: $(INSTALLED)
 	$(PY) scripts/gen_proto.py
 	$(PY) scripts/gen_api_docs.py
 
-lint: $(PY)
+lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check clockwork_svc operator tests e2e bench scripts
 
-typecheck: $(PY)
+typecheck: $(INSTALLED)
 	$(VENV)/bin/mypy
 
 ## Start real Cassandra, etcd, Kafka, a Kubernetes control plane and a real node; prints CLOCKWORK_* lines.
-infra-up: $(PY)
+infra-up: $(INSTALLED)
 	@$(PY) -m e2e.infra up
 
-infra-down: $(PY)
+infra-down: $(INSTALLED)
 	@$(PY) -m e2e.infra down
 
 ## Every benchmark at its default size (installs the bench extras and servers; long).

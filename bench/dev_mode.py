@@ -191,6 +191,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         f"127.0.0.1:{port}",
         "--ops-listen",
         "127.0.0.1:0",
+        "--http-listen",
+        "off",
         stdout=log,
         stderr=log,
         env={**os.environ, "CLOCKWORK_LOG_LEVEL": "WARNING"},

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from clockwork_svc import gc_policy
 from clockwork_svc.abc import Clock, Store, SystemClock
+from clockwork_svc.api import http_rules, openapi
 from clockwork_svc.cluster_load import LoadSource, LocalLoad
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
@@ -24,7 +25,8 @@ from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.http_server import OpsServer
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
-from clockwork_svc.server.grpc_server import RunningServer, start_server
+from clockwork_svc.server.grpc_server import SERVICES, RunningServer, start_server
+from clockwork_svc.server.http_gateway import API_VERSION, HttpGateway, server_tls
 from clockwork_svc.settings import ProcessSettings
 from clockwork_svc.tenancy import TenantAdmin, TenantView, TokenDirectory
 from clockwork_svc.timekeeping import StoreClock, WriteTimestamps
@@ -76,6 +78,7 @@ class Node:
     metrics: Metrics
     layout: ClusterLayout
     api: RunningServer | None = None
+    http: HttpGateway | None = None
     worker: Worker | None = None
     ops: OpsServer | None = None
     sink: RoutingSink | None = None
@@ -85,6 +88,8 @@ class Node:
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, settings: ProcessSettings) -> None:
+        if self.http is not None:
+            await self.http.stop()
         if self.api is not None:
             await self.api.stop(settings.api.shutdown_grace_s)
         if self.coordinator is not None:
@@ -157,6 +162,8 @@ async def start_node(
                 max_message_bytes=settings.api.max_message_bytes,
                 max_in_flight=settings.api.max_in_flight,
             )
+            if settings.api.http_listen is not None:
+                node.http = await _start_http(node.api, settings)
         node.extra_tasks.append(
             asyncio.create_task(_measure_loop_lag(metrics), name="loop-lag-monitor")
         )
@@ -170,6 +177,21 @@ async def start_node(
         await node.stop(settings)
         raise
     return node
+
+
+async def _start_http(api: RunningServer, settings: ProcessSettings) -> HttpGateway:
+    table = http_rules.routes(SERVICES)
+    gateway = HttpGateway(
+        api.local_calls,
+        table,
+        openapi.document(table, version=API_VERSION),
+        # JSON spells bytes in base64: 4/3 of their size, plus the rest of the message.
+        max_body_bytes=2 * settings.api.max_message_bytes,
+    )
+    host, port = settings.api.http_listen or ("", 0)
+    tls = settings.api.tls
+    await gateway.start(host, port, server_tls(tls) if tls is not None else None)
+    return gateway
 
 
 async def _use_cluster_time(node: Node, clock: StoreClock, metrics: Metrics) -> None:
@@ -308,9 +330,10 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
         gc_policy.observe_pauses(node.metrics.gc_paused)
         parts = [name for name, on in (("api", api), ("worker", worker)) if on]
         log.info(
-            "clockwork %s started: grpc port %s, ops port %s, %d shards",
+            "clockwork %s started: grpc port %s, http port %s, ops port %s, %d shards",
             "+".join(parts),
             node.api.port if node.api else "-",
+            node.http.port if node.http else "-",
             node.ops.port if node.ops else "-",
             node.layout.shard_count,
         )

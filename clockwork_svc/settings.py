@@ -90,9 +90,16 @@ DEV_SHARD_COUNT = 16
 take any, and each owned shard costs a read every second even when idle."""
 
 
+DEV_HTTP_LISTEN = "127.0.0.1:7080"
+"""Where `clockwork dev` serves the HTTP/JSON API unless told otherwise."""
+HTTP_PORT = 7080
+
+
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
     listen: str = DEFAULT_ADDRESS
+    # (host, port) of the HTTP/JSON API (`--http-listen`); None: gRPC only.
+    http_listen: tuple[str, int] | None = None
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings | None = None
     limits: Limits = field(default_factory=Limits)

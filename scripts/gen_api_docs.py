@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
@@ -21,15 +22,126 @@ _TYPES = {
 }
 
 
+_HTTP_SECTION = [
+    "## HTTP/JSON API",
+    "",
+    "With `--http-listen HOST:PORT` (`clockwork dev`: `127.0.0.1:7080` by default), the api",
+    "also serves every RPC below as JSON over HTTP, at the path its `google.api.http` option",
+    "names (the `HTTP:` line under each RPC). The JSON is protobuf's JSON mapping of the",
+    "same messages: field names in lowerCamelCase (the proto names are accepted too), enums",
+    "by name, 64-bit integers as strings, bytes (a payload) in base64, times in RFC 3339 and",
+    'durations as `"90s"`. Replies show every field, zeros included. A call goes through',
+    "the same admission, authentication and validation as over gRPC: `Authorization: Bearer",
+    "<token>`, and for an admin acting for a tenant, `Clockwork-Tenant: <tenant>`. The OpenAPI",
+    "3 document is at `/v1/openapi.json`.",
+    "",
+    "A key goes in the path as it is, `/` included; a `:` in its last segment is sent as",
+    "`%3A` when a verb (`:pause`) could follow. A call whose rule takes the JSON body takes",
+    "no query parameters; a `GET` takes its fields in the query (`range.since=...` into a",
+    "nested message, a repeated field once per value).",
+    "",
+    "An error is JSON: the HTTP status, the gRPC status name, the message and the field at",
+    "fault (by proto name; empty when none is):",
+    "",
+    "```json",
+    '{"error": {"code": 400, "status": "INVALID_ARGUMENT",',
+    '           "message": "must have 5 fields (minute hour day-of-month month day-of-week), got 2",',  # noqa: E501
+    '           "field": "spec.cron.expression"}}',
+    "```",
+    "",
+    "| gRPC status | HTTP |",
+    "|---|---|",
+    "| `INVALID_ARGUMENT` (also malformed JSON, an unknown field, a wrong type) | 400 |",
+    "| `UNAUTHENTICATED` | 401 |",
+    "| `PERMISSION_DENIED` | 403 |",
+    "| `NOT_FOUND` (also another tenant's schedule, and a path no route has) | 404 |",
+    "| a path with another HTTP method | 405 |",
+    "| `ALREADY_EXISTS`, `ABORTED`, `FAILED_PRECONDITION` | 409 |",
+    "| a body larger than twice `--max-message-size` (`RESOURCE_EXHAUSTED`) | 413 |",
+    "| a body that is not `application/json` | 415 |",
+    "| `RESOURCE_EXHAUSTED` | 429 |",
+    "| `UNAVAILABLE` (with `Retry-After` when the api is at its in-flight limit) | 503 |",
+    "",
+    "Examples (`tests/integration/test_http_docs.py` runs each block against a real api,",
+    "with `CLOCKWORK_HTTP=http://127.0.0.1:7080` and a tenant's token in `CLOCKWORK_TOKEN`):",
+    "",
+    "```sh",
+    '# A one-shot: the payload {"invoice": 42} in base64.',
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/schedules" \\',
+    "  -H \"Authorization: Bearer $CLOCKWORK_TOKEN\" -H 'Content-Type: application/json' \\",
+    '  -d \'{"key": "invoices/2026-12/acme",',
+    '       "spec": {"once": {"at": "2030-01-01T09:00:00Z"},',
+    '                "http": {"url": "https://example.com/hooks/invoice"},',
+    '                "payload": "eyJpbnZvaWNlIjogNDJ9"}}\'',
+    "```",
+    "",
+    "```sh",
+    "# Every weekday at 09:00 in Paris, with retries.",
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/schedules" \\',
+    "  -H \"Authorization: Bearer $CLOCKWORK_TOKEN\" -H 'Content-Type: application/json' \\",
+    '  -d \'{"key": "reports/daily",',
+    '       "spec": {"cron": {"expression": "0 9 * * MON-FRI",',
+    '                         "timezone": "Europe/Paris"},',
+    '                "http": {"url": "https://example.com/hooks/report"},',
+    '                "retry": {"kind": "EXPONENTIAL", "maxAttempts": 5,',
+    '                          "initialDelay": "2s"}},',
+    '       "labels": {"team": "finance"}}\'',
+    "```",
+    "",
+    "```sh",
+    "# Read it back with its next three occurrence times; list the team's active ones.",
+    'curl -fsS "$CLOCKWORK_HTTP/v1/schedules/reports/daily?upcomingCount=3" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    'curl -fsS "$CLOCKWORK_HTTP/v1/schedules?labelSelector=team%3Dfinance&states=ACTIVE" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    "```",
+    "",
+    "```sh",
+    "# Pause with a note, resume, run once now, then see the executions.",
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/schedules/reports/daily:pause" \\',
+    "  -H \"Authorization: Bearer $CLOCKWORK_TOKEN\" -H 'Content-Type: application/json' \\",
+    '  -d \'{"note": "quarter close"}\'',
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/schedules/reports/daily:resume" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/schedules/reports/daily:trigger" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    'curl -fsS "$CLOCKWORK_HTTP/v1/executions?key=reports/daily" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    "```",
+    "",
+    "```sh",
+    "# Dead letters of the last day, then redrive them all.",
+    "since=$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)",
+    'curl -fsS "$CLOCKWORK_HTTP/v1/deadLetters?range.since=$since" \\',
+    '  -H "Authorization: Bearer $CLOCKWORK_TOKEN"',
+    'curl -fsS -X POST "$CLOCKWORK_HTTP/v1/deadLetters:redrive" \\',
+    "  -H \"Authorization: Bearer $CLOCKWORK_TOKEN\" -H 'Content-Type: application/json' \\",
+    '  -d "{\\"range\\": {\\"since\\": \\"$since\\"}}"',
+    "```",
+    "",
+    "```sh",
+    "# A bad cron expression: 400, naming the field.",
+    'curl -sS -X POST "$CLOCKWORK_HTTP/v1/schedules" \\',
+    "  -H \"Authorization: Bearer $CLOCKWORK_TOKEN\" -H 'Content-Type: application/json' \\",
+    '  -d \'{"key": "bad", "spec": {"cron": {"expression": "every day"},',
+    '                          "http": {"url": "https://example.com/"}}}\'',
+    "```",
+    "",
+]
+
+
 def _descriptors() -> descriptor_pb2.FileDescriptorSet:
     protos = sorted(PROTO_ROOT.rglob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
+    # google/api/annotations.proto and http.proto ship in googleapis-common-protos.
+    googleapis = Path(annotations_pb2.__file__).parent.parent.parent
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.pb"
         args = [
             "protoc",
             f"-I{PROTO_ROOT}",
             f"-I{include}",
+            f"-I{googleapis}",
             "--include_source_info",
             f"--descriptor_set_out={out}",
             *[str(p) for p in protos],
@@ -55,6 +167,15 @@ def _field_type(field: descriptor_pb2.FieldDescriptorProto) -> str:
         return "map<string, string>"
     repeated = field.label == descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
     return f"repeated {name}" if repeated else name
+
+
+def _http_line(method: descriptor_pb2.MethodDescriptorProto) -> str:
+    rule = method.options.Extensions[annotations_pb2.http]
+    kind = rule.WhichOneof("pattern")
+    where = {"": "fields in the query", "*": "JSON body: the request"}.get(
+        rule.body, f"JSON body: `{rule.body}`"
+    )
+    return f"HTTP: `{kind.upper()} {getattr(rule, kind)}` ({where})."
 
 
 def render() -> str:
@@ -91,6 +212,7 @@ def render() -> str:
         '                                   "retryableStatusCodes": ["UNAVAILABLE"]}}]}',
         "```",
         "",
+        *_HTTP_SECTION,
         "## Schedule operations compared with Temporal's",
         "",
         "`GetSchedule` answers with the next occurrence times (`upcoming_fire_times`, as",
@@ -141,6 +263,8 @@ def render() -> str:
                     f"`{method.output_type.rsplit('.', 1)[-1]}`",
                     "",
                     doc,
+                    "",
+                    _http_line(method),
                     "",
                 ]
         out += ["## Messages", ""]

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from google.api import annotations_pb2
 from grpc_tools import protoc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,10 +26,13 @@ def generate(out_root: Path) -> list[Path]:
     os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     protos = sorted(PROTO_ROOT.rglob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
+    # google/api/annotations.proto and http.proto ship in googleapis-common-protos.
+    googleapis = Path(annotations_pb2.__file__).parent.parent.parent
     args = [
         "protoc",
         f"-I{PROTO_ROOT}",
         f"-I{include}",
+        f"-I{googleapis}",
         f"--python_out={out_root}",
         f"--grpc_python_out={out_root}",
         f"--mypy_out={out_root}",

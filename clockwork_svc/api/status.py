@@ -83,3 +83,32 @@ def error_of(code: grpc.StatusCode, message: str) -> ClockworkError:
 def error_from_rpc(exc: grpc.aio.AioRpcError) -> ClockworkError:
     """The error for a failed call (raise it `from exc` to keep the call's details)."""
     return error_of(exc.code(), exc.details() or "")
+
+
+# The HTTP status of a gRPC status, as Google's APIs map them (google/rpc/code.proto);
+# FAILED_PRECONDITION is 409 here: the call was well formed, the schedule's state
+# refused it.
+_HTTP_STATUS: dict[grpc.StatusCode, int] = {
+    Code.OK: 200,
+    Code.CANCELLED: 499,
+    Code.UNKNOWN: 500,
+    Code.INVALID_ARGUMENT: 400,
+    Code.DEADLINE_EXCEEDED: 504,
+    Code.NOT_FOUND: 404,
+    Code.ALREADY_EXISTS: 409,
+    Code.PERMISSION_DENIED: 403,
+    Code.UNAUTHENTICATED: 401,
+    Code.RESOURCE_EXHAUSTED: 429,
+    Code.FAILED_PRECONDITION: 409,
+    Code.ABORTED: 409,
+    Code.OUT_OF_RANGE: 400,
+    Code.UNIMPLEMENTED: 501,
+    Code.INTERNAL: 500,
+    Code.UNAVAILABLE: 503,
+    Code.DATA_LOSS: 500,
+}
+
+
+def http_status_of(code: grpc.StatusCode) -> int:
+    """The HTTP status the JSON API answers a call that ended with `code`."""
+    return _HTTP_STATUS.get(code, 500)

@@ -35,7 +35,9 @@ from clockwork_svc.observability import logging as cw_logging
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import TlsSettings
 from clockwork_svc.settings import (
+    DEV_HTTP_LISTEN,
     DEV_SHARD_COUNT,
+    HTTP_PORT,
     ApiSettings,
     CassandraSettings,
     EtcdSecurity,
@@ -239,6 +241,29 @@ _api_options = option_group(
 )
 
 
+def _http_option(default: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--http-listen",
+        envvar="CLOCKWORK_HTTP_LISTEN",
+        default=default,
+        show_default=True,
+        help="HOST:PORT of the HTTP/JSON API (same tokens and errors as gRPC; OpenAPI at "
+        "/v1/openapi.json); `off` for none.",
+    )
+
+
+def _with_http(api: ApiSettings, http_listen: str | None) -> ApiSettings:
+    if not http_listen or http_listen == "off":
+        return api
+    host, port = host_port(http_listen, "--http-listen", HTTP_PORT)
+    if not api.auth.enabled and not is_loopback_host(host):
+        raise click.UsageError(
+            "no credentials: the HTTP API may run without them only on loopback; pass "
+            "--admin-token and/or --api-tokens"
+        )
+    return dataclasses.replace(api, http_listen=(host, port))
+
+
 def _cassandra_settings(
     cassandra: str,
     keyspace: str,
@@ -362,12 +387,14 @@ def _target_policy(allow_private_targets: str, *, allow_loopback: bool) -> Addre
     "every shard and reads each one every second, even when idle.",
 )
 @_api_options
+@_http_option(DEV_HTTP_LISTEN)
 @_ops_options
 @_targets_option
 def dev(
     data_dir: Path,
     shards: int,
     api: ApiSettings,
+    http_listen: str | None,
     ops: OpsSettings,
     kafka: str | None,
     allow_private_targets: str,
@@ -381,7 +408,7 @@ def dev(
     settings = ProcessSettings(
         store=StoreSettings(kind="sqlite", sqlite_path=data_dir / _DEFAULT.store.sqlite_path.name),
         layout=LayoutSettings(shard_count=shards),
-        api=api,
+        api=_with_http(api, http_listen),
         ops=ops,
         targets=_target_policy(allow_private_targets, allow_loopback=True),
         kafka=kafka,
@@ -429,12 +456,14 @@ def _etcd_settings(
 @cli.command()
 @_cassandra_options
 @_api_options
+@_http_option(None)
 @_ops_options
 @_targets_option
 @_etcd_options
 def api(
     cassandra: CassandraSettings,
     api: ApiSettings,
+    http_listen: str | None,
     ops: OpsSettings,
     kafka: str | None,  # accepted like the worker's; an api delivers nothing
     allow_private_targets: str,
@@ -445,7 +474,7 @@ def api(
     """Run the stateless gRPC API against Cassandra."""
     settings = ProcessSettings(
         store=StoreSettings(kind="cassandra", cassandra=cassandra),
-        api=api,
+        api=_with_http(api, http_listen),
         ops=ops,
         targets=_target_policy(allow_private_targets, allow_loopback=False),
         etcd=_etcd_settings(etcd, cluster_name, etcd_security),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio
@@ -22,6 +23,7 @@ from clockwork_svc.server.admission import Admission, AdmissionInterceptor
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
 from clockwork_svc.server.cluster_servicer import ClusterServicer
 from clockwork_svc.server.decoding import RequestDecoding
+from clockwork_svc.server.local_calls import HandlerRecorder, LocalCalls
 from clockwork_svc.server.servicer import SchedulerServicer
 from clockwork_svc.server.tenant_servicer import TenantServicer
 from clockwork_svc.tenancy import TenantAdmin
@@ -29,6 +31,12 @@ from clockwork_svc.tenancy import TenantAdmin
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SchedulerService"].full_name
 TENANT_SERVICE_NAME = tenants_pb2.DESCRIPTOR.services_by_name["TenantService"].full_name
 CLUSTER_SERVICE_NAME = cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name
+SERVICES = (
+    pb.DESCRIPTOR.services_by_name["SchedulerService"],
+    tenants_pb2.DESCRIPTOR.services_by_name["TenantService"],
+    cluster_pb2.DESCRIPTOR.services_by_name["ClusterService"],
+)
+"""The v1 services, as the HTTP gateway and the OpenAPI document read them."""
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """The default limit on a request or response (`--max-message-size`)."""
 MAX_IN_FLIGHT = 512
@@ -56,6 +64,8 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     health: health_aio.HealthServicer
+    # The same services, called from inside the process (the HTTP gateway).
+    local_calls: LocalCalls
 
     async def stop(self, grace_s: float) -> None:
         await self.health.enter_graceful_shutdown()
@@ -77,13 +87,14 @@ async def start_server(
 ) -> RunningServer:
     admission = Admission(max_in_flight)
     metrics.api_in_flight.set_function(lambda: admission.in_flight)
+    # Outermost first: admit, authenticate, then decode the request.
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        AdmissionInterceptor(admission, metrics.api_refused.inc),
+        AuthInterceptor(auth, tokens),
+        RequestDecoding(),
+    ]
     server = grpc.aio.server(
-        # Outermost first: admit, authenticate, then decode the request.
-        interceptors=[
-            AdmissionInterceptor(admission, metrics.api_refused.inc),
-            AuthInterceptor(auth, tokens),
-            RequestDecoding(),
-        ],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -101,15 +112,15 @@ async def start_server(
             ("grpc.http.overload_protection", 0),
         ],
     )
-    pb_grpc.add_SchedulerServiceServicer_to_server(
-        SchedulerServicer(scheduling, dead_letters, metrics), server
+    servicers = (
+        SchedulerServicer(scheduling, dead_letters, metrics),
+        TenantServicer(tenant_admin, metrics),
+        ClusterServicer(load or NoLoad(), metrics),
     )
-    tenants_pb2_grpc.add_TenantServiceServicer_to_server(
-        TenantServicer(tenant_admin, metrics), server
-    )
-    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(
-        ClusterServicer(load or NoLoad(), metrics), server
-    )
+    recorder = HandlerRecorder()
+    for target in (server, recorder):
+        _add_services(servicers, target)
+    local_calls = LocalCalls(recorder.handlers, interceptors, max_message_bytes)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -136,4 +147,13 @@ async def start_server(
     await server.start()
     for name in ("", SERVICE_NAME, TENANT_SERVICE_NAME, CLUSTER_SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, health_servicer)
+    return RunningServer(server, port, health_servicer, local_calls)
+
+
+def _add_services(
+    servicers: tuple[SchedulerServicer, TenantServicer, ClusterServicer], server: Any
+) -> None:
+    scheduler, tenants, cluster = servicers
+    pb_grpc.add_SchedulerServiceServicer_to_server(scheduler, server)
+    tenants_pb2_grpc.add_TenantServiceServicer_to_server(tenants, server)
+    cluster_pb2_grpc.add_ClusterServiceServicer_to_server(cluster, server)

@@ -47,6 +47,7 @@ class ThreadedNode:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._context: contextlib.AbstractAsyncContextManager[app.Node] | None = None
         self.port = 0
+        self.http_port = 0  # when the settings turn the HTTP API on
         self._channel: grpc.Channel | None = None
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 120) -> T:
@@ -59,6 +60,7 @@ class ThreadedNode:
         node = self.run(self._context.__aenter__())
         assert node.api is not None
         self.port = node.api.port
+        self.http_port = node.http.port if node.http is not None else 0
         self._channel = grpc.insecure_channel(
             f"127.0.0.1:{self.port}",
             options=[("grpc.max_send_message_length", 64 * 1024 * 1024)],

@@ -211,7 +211,11 @@ def _start(store: StoreSettings, data_dir: Path) -> Iterator[FuzzTarget]:
         f"{TENANT}:{TENANT_TOKEN},{BASELINE}:{BASELINE_TOKEN}", admin_token=ADMIN
     )
     process = dataclasses.replace(
-        base, store=store, api=dataclasses.replace(base.api, auth=auth, token_cache_s=0.2)
+        base,
+        store=store,
+        api=dataclasses.replace(
+            base.api, auth=auth, token_cache_s=0.2, http_listen=("127.0.0.1", 0)
+        ),
     )
     with ThreadedNode(process) as node:
         admin = (_bearer(ADMIN),)

@@ -24,6 +24,8 @@ async def start_dev(
             f"127.0.0.1:{port}",
             "--ops-listen",
             "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
             *extra,
         ],
         log,

@@ -22,52 +22,73 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from clockwork_svc.api.v1 import scheduler_pb2 as clockwork__svc_dot_api_dot_v1_dot_scheduler__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/tenants.proto\x12\x10\x63lockwork.api.v1\x1a$clockwork_svc/api/v1/scheduler.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n\x0eTenantDefaults\x12,\n\x05retry\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12#\n\x16response_capture_bytes\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x19\n\x17_response_capture_bytes\"\\\n\x18SetTenantDefaultsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x08\x64\x65\x66\x61ults\x18\x02 \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"d\n\x0cTenantLimits\x12\x12\n\nrate_per_s\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\r\x12\x17\n\x0fmax_concurrency\x18\x03 \x01(\r\x12\x18\n\x10\x64rain_rate_per_s\x18\x04 \x01(\x01\"V\n\x16SetTenantLimitsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06limits\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\"\"\n\x12PauseTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13ResumeTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb0\x02\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1c\n\x14signing_secret_count\x18\x05 \x01(\r\x12\x13\n\x0btoken_count\x18\x06 \x01(\r\x12.\n\x06limits\x18\x07 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\x12\x0e\n\x06paused\x18\x08 \x01(\x08\x12\x32\n\x08\x64\x65\x66\x61ults\x18\t \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"#\n\x13\x43reateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"g\n\x14\x43reateTenantResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\x12\x16\n\x0esigning_secret\x18\x03 \x01(\t\" \n\x10GetTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x13ListTenantsResponse\x12)\n\x07tenants\x18\x01 \x03(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"C\n\x1aRotateSigningSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fretire_previous\x18\x02 \x01(\x08\"_\n\x1bRotateSigningSecretResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"!\n\x11IssueTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x12IssueTokenResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x13RevokeTokensRequest\x12\x0c\n\x04name\x18\x01 \x01(\t2\x85\x07\n\rTenantService\x12]\n\x0c\x43reateTenant\x12%.clockwork.api.v1.CreateTenantRequest\x1a&.clockwork.api.v1.CreateTenantResponse\x12I\n\tGetTenant\x12\".clockwork.api.v1.GetTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Z\n\x0bListTenants\x12$.clockwork.api.v1.ListTenantsRequest\x1a%.clockwork.api.v1.ListTenantsResponse\x12r\n\x13RotateSigningSecret\x12,.clockwork.api.v1.RotateSigningSecretRequest\x1a-.clockwork.api.v1.RotateSigningSecretResponse\x12W\n\nIssueToken\x12#.clockwork.api.v1.IssueTokenRequest\x1a$.clockwork.api.v1.IssueTokenResponse\x12O\n\x0cRevokeTokens\x12%.clockwork.api.v1.RevokeTokensRequest\x1a\x18.clockwork.api.v1.Tenant\x12U\n\x0fSetTenantLimits\x12(.clockwork.api.v1.SetTenantLimitsRequest\x1a\x18.clockwork.api.v1.Tenant\x12M\n\x0bPauseTenant\x12$.clockwork.api.v1.PauseTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12O\n\x0cResumeTenant\x12%.clockwork.api.v1.ResumeTenantRequest\x1a\x18.clockwork.api.v1.Tenant\x12Y\n\x11SetTenantDefaults\x12*.clockwork.api.v1.SetTenantDefaultsRequest\x1a\x18.clockwork.api.v1.Tenantb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/tenants.proto\x12\x10\x63lockwork.api.v1\x1a\x1cgoogle/api/annotations.proto\x1a$clockwork_svc/api/v1/scheduler.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n\x0eTenantDefaults\x12,\n\x05retry\x18\x01 \x01(\x0b\x32\x1d.clockwork.api.v1.RetryPolicy\x12\x33\n\x10relevancy_window\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12#\n\x16response_capture_bytes\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x19\n\x17_response_capture_bytes\"\\\n\x18SetTenantDefaultsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x08\x64\x65\x66\x61ults\x18\x02 \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"d\n\x0cTenantLimits\x12\x12\n\nrate_per_s\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\r\x12\x17\n\x0fmax_concurrency\x18\x03 \x01(\r\x12\x18\n\x10\x64rain_rate_per_s\x18\x04 \x01(\x01\"V\n\x16SetTenantLimitsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12.\n\x06limits\x18\x02 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\"\"\n\x12PauseTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13ResumeTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb0\x02\n\x06Tenant\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x0b\x63reate_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\x03\x12\x1c\n\x14signing_secret_count\x18\x05 \x01(\r\x12\x13\n\x0btoken_count\x18\x06 \x01(\r\x12.\n\x06limits\x18\x07 \x01(\x0b\x32\x1e.clockwork.api.v1.TenantLimits\x12\x0e\n\x06paused\x18\x08 \x01(\x08\x12\x32\n\x08\x64\x65\x66\x61ults\x18\t \x01(\x0b\x32 .clockwork.api.v1.TenantDefaults\"#\n\x13\x43reateTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"g\n\x14\x43reateTenantResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\x12\x16\n\x0esigning_secret\x18\x03 \x01(\t\" \n\x10GetTenantRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\";\n\x12ListTenantsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x13ListTenantsResponse\x12)\n\x07tenants\x18\x01 \x03(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"C\n\x1aRotateSigningSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fretire_previous\x18\x02 \x01(\x08\"_\n\x1bRotateSigningSecretResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\x16\n\x0esigning_secret\x18\x02 \x01(\t\"!\n\x11IssueTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"M\n\x12IssueTokenResponse\x12(\n\x06tenant\x18\x01 \x01(\x0b\x32\x18.clockwork.api.v1.Tenant\x12\r\n\x05token\x18\x02 \x01(\t\"#\n\x13RevokeTokensRequest\x12\x0c\n\x04name\x18\x01 \x01(\t2\x80\n\n\rTenantService\x12u\n\x0c\x43reateTenant\x12%.clockwork.api.v1.CreateTenantRequest\x1a&.clockwork.api.v1.CreateTenantResponse\"\x16\x82\xd3\xe4\x93\x02\x10\"\x0b/v1/tenants:\x01*\x12\x65\n\tGetTenant\x12\".clockwork.api.v1.GetTenantRequest\x1a\x18.clockwork.api.v1.Tenant\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/tenants/{name}\x12o\n\x0bListTenants\x12$.clockwork.api.v1.ListTenantsRequest\x1a%.clockwork.api.v1.ListTenantsResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/tenants\x12\xa5\x01\n\x13RotateSigningSecret\x12,.clockwork.api.v1.RotateSigningSecretRequest\x1a-.clockwork.api.v1.RotateSigningSecretResponse\"1\x82\xd3\xe4\x93\x02+\"&/v1/tenants/{name}:rotateSigningSecret:\x01*\x12\x81\x01\n\nIssueToken\x12#.clockwork.api.v1.IssueTokenRequest\x1a$.clockwork.api.v1.IssueTokenResponse\"(\x82\xd3\xe4\x93\x02\"\"\x1d/v1/tenants/{name}:issueToken:\x01*\x12{\n\x0cRevokeTokens\x12%.clockwork.api.v1.RevokeTokensRequest\x1a\x18.clockwork.api.v1.Tenant\"*\x82\xd3\xe4\x93\x02$\"\x1f/v1/tenants/{name}:revokeTokens:\x01*\x12\x80\x01\n\x0fSetTenantLimits\x12(.clockwork.api.v1.SetTenantLimitsRequest\x1a\x18.clockwork.api.v1.Tenant\")\x82\xd3\xe4\x93\x02#\x1a\x19/v1/tenants/{name}/limits:\x06limits\x12r\n\x0bPauseTenant\x12$.clockwork.api.v1.PauseTenantRequest\x1a\x18.clockwork.api.v1.Tenant\"#\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/tenants/{name}:pause:\x01*\x12u\n\x0cResumeTenant\x12%.clockwork.api.v1.ResumeTenantRequest\x1a\x18.clockwork.api.v1.Tenant\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/tenants/{name}:resume:\x01*\x12\x88\x01\n\x11SetTenantDefaults\x12*.clockwork.api.v1.SetTenantDefaultsRequest\x1a\x18.clockwork.api.v1.Tenant\"-\x82\xd3\xe4\x93\x02\'\x1a\x1b/v1/tenants/{name}/defaults:\x08\x64\x65\x66\x61ultsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'clockwork_svc.api.v1.tenants_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TENANTDEFAULTS']._serialized_start=160
-  _globals['_TENANTDEFAULTS']._serialized_end=339
-  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_start=341
-  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_end=433
-  _globals['_TENANTLIMITS']._serialized_start=435
-  _globals['_TENANTLIMITS']._serialized_end=535
-  _globals['_SETTENANTLIMITSREQUEST']._serialized_start=537
-  _globals['_SETTENANTLIMITSREQUEST']._serialized_end=623
-  _globals['_PAUSETENANTREQUEST']._serialized_start=625
-  _globals['_PAUSETENANTREQUEST']._serialized_end=659
-  _globals['_RESUMETENANTREQUEST']._serialized_start=661
-  _globals['_RESUMETENANTREQUEST']._serialized_end=696
-  _globals['_TENANT']._serialized_start=699
-  _globals['_TENANT']._serialized_end=1003
-  _globals['_CREATETENANTREQUEST']._serialized_start=1005
-  _globals['_CREATETENANTREQUEST']._serialized_end=1040
-  _globals['_CREATETENANTRESPONSE']._serialized_start=1042
-  _globals['_CREATETENANTRESPONSE']._serialized_end=1145
-  _globals['_GETTENANTREQUEST']._serialized_start=1147
-  _globals['_GETTENANTREQUEST']._serialized_end=1179
-  _globals['_LISTTENANTSREQUEST']._serialized_start=1181
-  _globals['_LISTTENANTSREQUEST']._serialized_end=1240
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=1242
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=1331
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=1333
-  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=1400
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=1402
-  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=1497
-  _globals['_ISSUETOKENREQUEST']._serialized_start=1499
-  _globals['_ISSUETOKENREQUEST']._serialized_end=1532
-  _globals['_ISSUETOKENRESPONSE']._serialized_start=1534
-  _globals['_ISSUETOKENRESPONSE']._serialized_end=1611
-  _globals['_REVOKETOKENSREQUEST']._serialized_start=1613
-  _globals['_REVOKETOKENSREQUEST']._serialized_end=1648
-  _globals['_TENANTSERVICE']._serialized_start=1651
-  _globals['_TENANTSERVICE']._serialized_end=2552
+  _globals['_TENANTSERVICE'].methods_by_name['CreateTenant']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['CreateTenant']._serialized_options = b'\202\323\344\223\002\020\"\013/v1/tenants:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['GetTenant']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['GetTenant']._serialized_options = b'\202\323\344\223\002\024\022\022/v1/tenants/{name}'
+  _globals['_TENANTSERVICE'].methods_by_name['ListTenants']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['ListTenants']._serialized_options = b'\202\323\344\223\002\r\022\013/v1/tenants'
+  _globals['_TENANTSERVICE'].methods_by_name['RotateSigningSecret']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['RotateSigningSecret']._serialized_options = b'\202\323\344\223\002+\"&/v1/tenants/{name}:rotateSigningSecret:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['IssueToken']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['IssueToken']._serialized_options = b'\202\323\344\223\002\"\"\035/v1/tenants/{name}:issueToken:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['RevokeTokens']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['RevokeTokens']._serialized_options = b'\202\323\344\223\002$\"\037/v1/tenants/{name}:revokeTokens:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['SetTenantLimits']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['SetTenantLimits']._serialized_options = b'\202\323\344\223\002#\032\031/v1/tenants/{name}/limits:\006limits'
+  _globals['_TENANTSERVICE'].methods_by_name['PauseTenant']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['PauseTenant']._serialized_options = b'\202\323\344\223\002\035\"\030/v1/tenants/{name}:pause:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['ResumeTenant']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['ResumeTenant']._serialized_options = b'\202\323\344\223\002\036\"\031/v1/tenants/{name}:resume:\001*'
+  _globals['_TENANTSERVICE'].methods_by_name['SetTenantDefaults']._loaded_options = None
+  _globals['_TENANTSERVICE'].methods_by_name['SetTenantDefaults']._serialized_options = b'\202\323\344\223\002\'\032\033/v1/tenants/{name}/defaults:\010defaults'
+  _globals['_TENANTDEFAULTS']._serialized_start=190
+  _globals['_TENANTDEFAULTS']._serialized_end=369
+  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_start=371
+  _globals['_SETTENANTDEFAULTSREQUEST']._serialized_end=463
+  _globals['_TENANTLIMITS']._serialized_start=465
+  _globals['_TENANTLIMITS']._serialized_end=565
+  _globals['_SETTENANTLIMITSREQUEST']._serialized_start=567
+  _globals['_SETTENANTLIMITSREQUEST']._serialized_end=653
+  _globals['_PAUSETENANTREQUEST']._serialized_start=655
+  _globals['_PAUSETENANTREQUEST']._serialized_end=689
+  _globals['_RESUMETENANTREQUEST']._serialized_start=691
+  _globals['_RESUMETENANTREQUEST']._serialized_end=726
+  _globals['_TENANT']._serialized_start=729
+  _globals['_TENANT']._serialized_end=1033
+  _globals['_CREATETENANTREQUEST']._serialized_start=1035
+  _globals['_CREATETENANTREQUEST']._serialized_end=1070
+  _globals['_CREATETENANTRESPONSE']._serialized_start=1072
+  _globals['_CREATETENANTRESPONSE']._serialized_end=1175
+  _globals['_GETTENANTREQUEST']._serialized_start=1177
+  _globals['_GETTENANTREQUEST']._serialized_end=1209
+  _globals['_LISTTENANTSREQUEST']._serialized_start=1211
+  _globals['_LISTTENANTSREQUEST']._serialized_end=1270
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=1272
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=1361
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_start=1363
+  _globals['_ROTATESIGNINGSECRETREQUEST']._serialized_end=1430
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_start=1432
+  _globals['_ROTATESIGNINGSECRETRESPONSE']._serialized_end=1527
+  _globals['_ISSUETOKENREQUEST']._serialized_start=1529
+  _globals['_ISSUETOKENREQUEST']._serialized_end=1562
+  _globals['_ISSUETOKENRESPONSE']._serialized_start=1564
+  _globals['_ISSUETOKENRESPONSE']._serialized_end=1641
+  _globals['_REVOKETOKENSREQUEST']._serialized_start=1643
+  _globals['_REVOKETOKENSREQUEST']._serialized_end=1678
+  _globals['_TENANTSERVICE']._serialized_start=1681
+  _globals['_TENANTSERVICE']._serialized_end=2961
 # @@protoc_insertion_point(module_scope)

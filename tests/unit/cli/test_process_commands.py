@@ -54,8 +54,11 @@ def test_dev_without_flags_runs_on_the_defaults_but_its_shard_count(runs: Any) -
     assert settings.store == StoreSettings()
     assert settings.layout == LayoutSettings(shard_count=DEV_SHARD_COUNT)
     assert settings.layout.shard_count < LayoutSettings().shard_count
-    # On loopback without credentials the API runs unauthenticated.
-    assert settings.api == ApiSettings(auth=AuthSettings(enabled=False))
+    # On loopback without credentials the API runs unauthenticated, with its HTTP
+    # API on loopback too.
+    assert settings.api == ApiSettings(
+        auth=AuthSettings(enabled=False), http_listen=("127.0.0.1", 7080)
+    )
     assert settings.ops == OpsSettings()
     assert settings.targets == AddressPolicy(allow_loopback=True)
     assert (settings.kafka, settings.etcd) == (None, None)
@@ -72,6 +75,24 @@ def test_api_and_worker_without_flags_run_on_the_defaults(runs: Any) -> None:
         assert (settings.etcd, settings.kafka) == (None, None)
     assert api.api == ApiSettings(auth=AuthSettings(enabled=False))
     assert worker.worker == WorkerSettings()
+
+
+def test_the_http_api_is_off_unless_asked_for_and_loopback_without_credentials(
+    runs: Any,
+) -> None:
+    assert started(runs, "dev", "--http-listen", "off").api.http_listen is None
+    runs.clear()
+    assert started(runs, "api", "--http-listen", "127.0.0.1:9000").api.http_listen == (
+        "127.0.0.1",
+        9000,
+    )
+    runs.clear()
+    served = started(runs, "api", "--http-listen", "0.0.0.0", "--admin-token", "a" * 16)
+    assert served.api.http_listen == ("0.0.0.0", 7080)
+    result = invoke("api", "--http-listen", "0.0.0.0:9000")
+    assert result.exit_code == 2 and "no credentials" in result.output
+    result = invoke("dev", "--http-listen", "nowhere:port")
+    assert result.exit_code == 2 and "--http-listen" in result.output
 
 
 def test_etcd_settings_default_but_for_the_endpoint(runs: Any) -> None:
@@ -177,6 +198,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         "--max-payload", "10",
         "--max-message-size", "70000",
         "--max-in-flight", "7",
+        "--http-listen", "0.0.0.0:8",
     )  # fmt: skip
     assert settings.store.sqlite_path == tmp_path / StoreSettings().sqlite_path.name
     assert settings.layout.shard_count == 4
@@ -187,6 +209,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         limits=Limits(max_payload_bytes=10),
         max_message_bytes=70_000,
         max_in_flight=7,
+        http_listen=("0.0.0.0", 8),
     )
 
 
