@@ -1,6 +1,7 @@
 """The ops HTTP endpoint of every process: /metrics, /healthz, /readyz.
 
-(aiohttp's server side is used only here; the client side only in delivery/http.py.)
+(aiohttp's server side is used here and in server/http_gateway.py, the HTTP/JSON API; the
+client side only in delivery/http.py.)
 """
 
 from __future__ import annotations

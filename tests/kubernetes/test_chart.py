@@ -23,6 +23,7 @@ VARIANTS = {
         "api.tls.secretName=api-tls",
         "api.tls.clientCaSecretName=client-ca",
         "cassandra.existingSecret=cassandra-creds",
+        "api.http.enabled=true",
     ],
 }
 
@@ -88,6 +89,18 @@ def test_optional_parts(kube: KubeTools) -> None:
     assert env["CLOCKWORK_CASSANDRA_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == (
         "cassandra-creds"
     )
+    # The HTTP API on a port of its own, HTTPS with the gRPC listener's certificate.
+    assert env["CLOCKWORK_HTTP_LISTEN"]["value"] == "0.0.0.0:7080"
+    service = by_name(objects, "Service", "-api")["spec"]["ports"]
+    assert {"name": "http", "port": 7080, "targetPort": "http", "appProtocol": "https"} in service
+
+
+def test_the_http_api_is_off_by_default(kube: KubeTools) -> None:
+    objects = kube.template(TOKEN)
+    api = by_name(objects, "Deployment", "-api")["spec"]["template"]["spec"]
+    assert "CLOCKWORK_HTTP_LISTEN" not in {e["name"] for e in api["containers"][0]["env"]}
+    ports = by_name(objects, "Service", "-api")["spec"]["ports"]
+    assert [p["name"] for p in ports] == ["grpc", "ops"]
 
 
 def test_private_targets_reach_the_api_and_the_workers(kube: KubeTools) -> None:
@@ -169,6 +182,7 @@ def test_rbac_has_no_wildcards(kube: KubeTools, variant: str) -> None:
         ([TOKEN, "worker.gcYoungThreshold=50"], "gcYoungThreshold"),
         ([TOKEN, "worker.gcYoungThreshold=1000001"], "gcYoungThreshold"),
         ([TOKEN, "api.unknownKey=1"], "unknownKey"),
+        ([TOKEN, "api.http.port=70000"], "port"),
         ([TOKEN, "etcd.tls.existingSecret=Not_A_Name"], "/etcd/tls/existingSecret"),
         ([TOKEN, "etcd.auth.existingSecret=-bad"], "/etcd/auth/existingSecret"),
         ([TOKEN, "etcd.auth.password=inline"], "additional properties 'password' not allowed"),

@@ -24,8 +24,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -82,6 +84,7 @@ class Release:
     node_name: str
     values: list[str] = field(default_factory=list)
     api_address: str = ""
+    http_url: str = ""
     shards: int = 0
     """As the migration hook laid them out (its default count)."""
     tenant_token: str = ""
@@ -193,6 +196,7 @@ def chart_values(release: Release, pod_host: str, tag: str) -> list[str]:
         "worker.autoscaling.scaleDownCooldownSeconds=6",
         "worker.autoscaling.intervalSeconds=1",
         "operator.statusIntervalSeconds=2",
+        "api.http.enabled=true",
         f"operator.peering=clockwork-{release.cluster}",
     ]
     escaped = label_key.replace(".", "\\.")  # a dot in a --set key is a path separator
@@ -312,6 +316,7 @@ async def test_helm_install_runs_every_component_on_the_real_node(
     await eventually(shared, 30, "both worker pods own shards")
     service = await release.get("service", f"{release.fullname}-api")
     release.api_address = f"{service['spec']['clusterIP']}:7070"
+    release.http_url = f"http://{service['spec']['clusterIP']}:7080"
     async with release.admin() as admin:
         created = await admin.create_tenant(TENANT)
     release.tenant_token, release.signing_secret = created.token, created.signing_secret
@@ -335,6 +340,31 @@ async def test_a_schedule_created_through_the_service_calls_back_signed(release:
     signed = f"{msg_id}.{stamp}.".encode() + got.body
     expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
     assert expected in got.headers["webhook-signature"].split(), got.headers
+
+
+async def test_the_http_api_answers_through_the_service(release: Release) -> None:
+    """The JSON API on the Service's `http` port: a schedule created over HTTP calls
+    back, and reads back through the same port."""
+    headers = {"Authorization": f"Bearer {release.tenant_token}"}
+    when = datetime.fromtimestamp((now_ms() + 1500) / 1000, UTC).isoformat()
+    body = {
+        "key": "over-http",
+        "spec": {
+            "once": {"at": when.replace("+00:00", "Z")},
+            "http": {"url": f"{release.sink.url}/over-http"},
+            "payload": base64.b64encode(b'{"via": "http"}').decode(),
+        },
+    }
+    async with aiohttp.ClientSession(release.http_url) as session:
+        async with session.post("/v1/schedules", json=body, headers=headers) as reply:
+            assert reply.status == 200, await reply.text()
+        [got] = await release.sink.wait_for("/over-http", 1, timeout_s=30)
+        assert got.body == b'{"via": "http"}'
+        async with session.get("/v1/schedules/over-http", headers=headers) as reply:
+            assert reply.status == 200
+            assert (await reply.json())["key"] == "over-http"
+        async with session.get("/v1/schedules/over-http") as reply:
+            assert reply.status == 401
 
 
 async def apply_heartbeat(release: Release, name: str, path: str) -> dict[str, Any]:
