@@ -236,6 +236,7 @@ async def _measure_loop_lag(metrics: Metrics, interval_s: float = 0.25) -> None:
 
 
 def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
+    node.metrics.shard_count.set(node.layout.shard_count)
     node.sink = sink = RoutingSink(HttpSink(settings.targets), KafkaSink(settings.kafka))
     unsafe = settings.unsafe_disable_fencing_for_tests
     store = node.store

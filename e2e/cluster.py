@@ -78,6 +78,8 @@ class Cluster:
         }
         self.api: ClockworkProcess | None = None
         self.api_address = f"127.0.0.1:{free_port()}"
+        # The first api's /metrics (a monitor scrapes it); other processes pick a port.
+        self.api_ops_address = f"127.0.0.1:{free_port()}"
         self.workers: list[ClockworkProcess] = []
         self.other_apis: list[ClockworkProcess] = []
         self._api_starts = 0
@@ -105,8 +107,8 @@ class Cluster:
             raise RuntimeError(f"schema migrate failed: {err}")
 
     async def start_api(self, wait: bool = True) -> ClockworkProcess:
-        """Start the api on its fixed address (a restart keeps it, as a Service would)."""
-        self.api = await self._api_process(self.api_address, wait)
+        """Start the api on its fixed addresses (a restart keeps them, as a Service would)."""
+        self.api = await self._api_process(self.api_address, wait, self.api_ops_address)
         return self.api
 
     async def add_api(self) -> str:
@@ -116,7 +118,9 @@ class Cluster:
         self.other_apis.append(await self._api_process(address, wait=True))
         return address
 
-    async def _api_process(self, address: str, wait: bool) -> ClockworkProcess:
+    async def _api_process(
+        self, address: str, wait: bool, ops_address: str = "127.0.0.1:0"
+    ) -> ClockworkProcess:
         self._api_starts += 1
         api = await ClockworkProcess(
             [
@@ -124,7 +128,7 @@ class Cluster:
                 "--listen",
                 address,
                 "--ops-listen",
-                "127.0.0.1:0",
+                ops_address,
                 "--allow-private-targets",
                 "127.0.0.0/8",
             ],
@@ -149,12 +153,15 @@ class Cluster:
             *self.worker_flags,
         ]
 
-    async def add_worker(self, etcd: str | None = None) -> ClockworkProcess:
-        """`etcd`: this worker's own etcd endpoints (default: the cluster's)."""
+    async def add_worker(
+        self, etcd: str | None = None, ops_listen: str = "127.0.0.1:0"
+    ) -> ClockworkProcess:
+        """`etcd`: this worker's own etcd endpoints (default: the cluster's);
+        `ops_listen`: its /metrics address (default: a free port)."""
         n = len(self.workers)
         env = self.env if etcd is None else {**self.env, "CLOCKWORK_ETCD": etcd}
         proc = await ClockworkProcess(
-            self.worker_args(), self.run_dir / f"worker{n}.log", env
+            self.worker_args(ops_listen), self.run_dir / f"worker{n}.log", env
         ).start()
         self.workers.append(proc)
         return proc

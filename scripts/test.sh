@@ -34,6 +34,12 @@ if ! have_node_tools; then
     containernetworking-plugins buildah podman debootstrap iptables conntrack >/dev/null
 fi
 
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  log "installing prometheus and promtool (the alert rules' tests; Debian package)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends prometheus >/dev/null
+fi
+
 log "python environment"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

@@ -52,7 +52,10 @@ class Metrics:
             registry=r,
         )
         self.firings = Counter(
-            "clockwork_firings_total", "Firings handled, by outcome", ["outcome"], registry=r
+            "clockwork_firings_total",
+            "Firings handled, by outcome (failed: for good, dead-lettered) and tenant",
+            ["outcome", "tenant"],
+            registry=r,
         )
         self.occurrences_missed = Counter(
             "clockwork_occurrences_missed_total",
@@ -82,6 +85,12 @@ class Metrics:
             "clockwork_due_backlog", "Firings prefetched or in flight on this worker", registry=r
         )
         self.shards_owned = Gauge("clockwork_shards_owned", "Shards this worker owns", registry=r)
+        self.shard_count = Gauge(
+            "clockwork_shards_total",
+            "Shards in the cluster (its layout): with clockwork_shards_owned summed over the "
+            "workers, how many no live worker owns",
+            registry=r,
+        )
         self.store_errors = Counter(
             "clockwork_store_errors_total",
             "Store calls that failed and will be retried",

@@ -28,7 +28,7 @@ class FiringObserver:
 
     def finished(self, firing: Firing, execution: Execution) -> None:
         """The firing is recorded and done."""
-        self._metrics.firings.labels(execution.outcome.value).inc()
+        self._metrics.firings.labels(execution.outcome.value, firing.tenant).inc()
         if execution.outcome in (Outcome.RETRYING, Outcome.FAILED):
             log.info(
                 "delivery %s attempt %d: %s %s",

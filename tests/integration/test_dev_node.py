@@ -98,7 +98,8 @@ async def test_ops_endpoint_serves_metrics_and_health(
             assert ready.status == 200
         async with http.get(base + "/metrics") as metrics:
             text = await metrics.text()
-    assert 'clockwork_firings_total{outcome="succeeded"} 1.0' in text
+    assert 'clockwork_firings_total{outcome="succeeded",tenant="acme"} 1.0' in text
+    assert "clockwork_shards_total 8.0" in text
     assert "clockwork_schedules_created_total 1.0" in text
     assert "clockwork_fire_lag_seconds_count 1.0" in text
     assert "clockwork_shards_owned 8.0" in text

@@ -39,7 +39,7 @@ def value(metrics: Metrics, name: str, **labels: str) -> float | None:
 def test_each_outcome_is_counted_once(outcome: Outcome) -> None:
     metrics = Metrics()
     FiringObserver(metrics).finished(FIRING, executed(outcome))
-    assert value(metrics, "clockwork_firings_total", outcome=outcome.value) == 1.0
+    assert value(metrics, "clockwork_firings_total", outcome=outcome.value, tenant="t") == 1.0
 
 
 def test_only_failed_and_retried_deliveries_are_logged(caplog: pytest.LogCaptureFixture) -> None:
