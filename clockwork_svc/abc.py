@@ -236,9 +236,11 @@ class DeliverySink(Protocol):
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
         key: str = "",
+        traceparent: str = "",
     ) -> DeliveryResult:
         """Deliver once. With signing secrets, the request carries a Standard Webhooks
         `webhook-signature` (one signature per secret). `key` is the routing key
-        (ordering key or schedule key), used as the Kafka message key."""
+        (ordering key or schedule key), used as the Kafka message key. `traceparent`
+        (W3C trace context) goes out as the `traceparent` header when set."""
 
     async def close(self) -> None: ...

@@ -24,6 +24,7 @@ from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.http_server import OpsServer
 from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.grpc_server import SERVICES, RunningServer, start_server
 from clockwork_svc.server.http_gateway import API_VERSION, HttpGateway, server_tls
@@ -85,6 +86,7 @@ class Node:
     coordinator: EtcdCoordinatorLike | None = None
     coordinator_task: asyncio.Task[None] | None = None
     load_reader: EtcdLoadReader | None = None
+    tracing: Tracing = field(default_factory=Tracing)
     extra_tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def stop(self, settings: ProcessSettings) -> None:
@@ -111,6 +113,8 @@ class Node:
         if self.load_reader is not None:
             await self.load_reader.close()
         await self.store.close()
+        # The SDK's flush is blocking I/O (bounded by its export timeout).
+        await asyncio.to_thread(self.tracing.shutdown)
 
 
 async def start_node(
@@ -132,7 +136,7 @@ async def start_node(
     clock = clock or SystemClock()
     store = await open_store(settings, clock, serves_api=api)
     layout = await store.layout()
-    node = Node(store, metrics, layout)
+    node = Node(store, metrics, layout, tracing=_tracing(settings, api=api, worker=worker))
     try:
         if store_clock is not None:
             await _use_cluster_time(node, store_clock, metrics)
@@ -161,6 +165,7 @@ async def start_node(
                 load=_load_source(node, settings),
                 max_message_bytes=settings.api.max_message_bytes,
                 max_in_flight=settings.api.max_in_flight,
+                tracing=node.tracing,
             )
             if settings.api.http_listen is not None:
                 node.http = await _start_http(node.api, settings)
@@ -177,6 +182,14 @@ async def start_node(
         await node.stop(settings)
         raise
     return node
+
+
+def _tracing(settings: ProcessSettings, *, api: bool, worker: bool) -> Tracing:
+    endpoint = settings.ops.otlp_endpoint
+    if not endpoint:
+        return Tracing()
+    kind = "+".join(name for name, on in (("api", api), ("worker", worker)) if on)
+    return Tracing.exporting(endpoint, service=f"clockwork-{kind}")
 
 
 async def _start_http(api: RunningServer, settings: ProcessSettings) -> HttpGateway:
@@ -255,6 +268,7 @@ def _start_worker(node: Node, settings: ProcessSettings, clock: Clock) -> None:
         node.metrics,
         may_dispatch=gate,
         tenants=TenantView(node.store, clock, settings.worker.tenant_cache_s),
+        tracing=node.tracing,
     )
     node.worker.start()
     if settings.etcd is None:

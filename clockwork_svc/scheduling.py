@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.create_batching import CreateBatcher
-from clockwork_svc.domain import planning, triggers
+from clockwork_svc.domain import planning, trace_context, triggers
 from clockwork_svc.domain.labels import Labels
 from clockwork_svc.domain.model import (
     Backfilled,
@@ -116,11 +116,17 @@ class Scheduling:
             )
 
     async def create(
-        self, tenant: str, key: str, spec: ScheduleSpec, labels: Labels = ()
+        self,
+        tenant: str,
+        key: str,
+        spec: ScheduleSpec,
+        labels: Labels = (),
+        trace_parent: str = "",
     ) -> Created:
         """Concurrent creates of one tenant are made together (create_batching).
-        `labels` are normalized (domain/labels.py)."""
-        return await self._creates.create(tenant, NewSchedule(key, spec, labels))
+        `labels` are normalized (domain/labels.py); `trace_parent` is the call's trace
+        context, which the schedule keeps."""
+        return await self._creates.create(tenant, NewSchedule(key, spec, labels, trace_parent))
 
     async def create_many(
         self, tenant: str, requests: Sequence[NewSchedule]
@@ -156,6 +162,10 @@ class Scheduling:
                 self._layout,
                 request.labels,
             )
+            if request.trace_parent:
+                schedule = dataclasses.replace(
+                    schedule, trace_parent=trace_context.normalized(request.trace_parent)
+                )
             planned.append((i, schedule, firing))
         found: list[Schedule | ClockworkError | None]
         try:

@@ -124,6 +124,9 @@ class OpsSettings:
     # Allocations between young-generation collections (clockwork_svc/gc_policy.py):
     # lower for a tighter lag tail, higher for throughput.
     gc_young_threshold: int = YOUNG_THRESHOLD
+    # OTLP/HTTP collector base URL for spans (api calls, deliveries); None: no spans
+    # (the W3C trace context still travels on callbacks).
+    otlp_endpoint: str | None = None
 
 
 UNSAFE_DISABLE_FENCING_ENV = "CLOCKWORK_UNSAFE_DISABLE_FENCING_FOR_TESTS"

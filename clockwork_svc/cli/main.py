@@ -90,10 +90,20 @@ def _run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
-def _ops_settings(ops_listen: str, log_level: str, gc_young_threshold: int) -> OpsSettings:
+def _ops_settings(
+    ops_listen: str, log_level: str, gc_young_threshold: int, otlp_endpoint: str | None
+) -> OpsSettings:
     host, port = host_port(ops_listen, "--ops-listen", _DEFAULT.ops.port)
+    if otlp_endpoint and not otlp_endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter(
+            f"{otlp_endpoint!r} is not an http:// or https:// URL", param_hint="--otlp-endpoint"
+        )
     return OpsSettings(
-        host=host, port=port, log_level=log_level, gc_young_threshold=gc_young_threshold
+        host=host,
+        port=port,
+        log_level=log_level,
+        gc_young_threshold=gc_young_threshold,
+        otlp_endpoint=otlp_endpoint or None,
     )
 
 
@@ -121,6 +131,13 @@ _ops_options = option_group(
         show_default=True,
         help="Allocations between collections of Python's youngest GC generation: lower "
         "gives shorter, more frequent pauses (a tighter lag tail), higher more throughput.",
+    ),
+    click.option(
+        "--otlp-endpoint",
+        envvar="CLOCKWORK_OTLP_ENDPOINT",
+        default=None,
+        help="OTLP/HTTP collector URL (e.g. http://otel-collector:4318): export spans of "
+        "api calls and deliveries. Off by default; callbacks carry `traceparent` either way.",
     ),
 )
 

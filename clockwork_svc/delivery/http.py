@@ -95,6 +95,7 @@ class HttpSink:
         firing: Firing,
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
+        traceparent: str = "",
     ) -> DeliveryResult:
         url = URL(target.url, encoded=False)
         address = literal_address(url.host or "")
@@ -105,6 +106,8 @@ class HttpSink:
         headers.update(
             signing.webhook_headers(firing.delivery_id, timestamp_s, payload, signing_secrets)
         )
+        if traceparent:
+            headers["traceparent"] = traceparent
         timeout = aiohttp.ClientTimeout(total=target.effective_timeout_ms / 1000)
         try:
             async with self._client().request(

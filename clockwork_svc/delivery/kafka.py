@@ -65,6 +65,7 @@ class KafkaSink:
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
         key: str = "",
+        traceparent: str = "",
     ) -> DeliveryResult:
         if not self._bootstrap:
             return DeliveryResult(False, False, error="this worker has no Kafka configured")
@@ -72,6 +73,8 @@ class KafkaSink:
         headers.update(
             signing.webhook_headers(firing.delivery_id, timestamp_s, payload, signing_secrets)
         )
+        if traceparent:
+            headers["traceparent"] = traceparent
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 producer = await self._ready()

@@ -23,12 +23,15 @@ class RoutingSink:
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
         key: str = "",
+        traceparent: str = "",
     ) -> DeliveryResult:
         if isinstance(target, KafkaTarget):
             return await self._kafka.deliver(
-                target, payload, firing, timestamp_s, signing_secrets, key
+                target, payload, firing, timestamp_s, signing_secrets, key, traceparent
             )
-        return await self._http.deliver(target, payload, firing, timestamp_s, signing_secrets)
+        return await self._http.deliver(
+            target, payload, firing, timestamp_s, signing_secrets, traceparent
+        )
 
     async def close(self) -> None:
         await self._http.close()

@@ -59,15 +59,20 @@ class Schedule:
     failures_in_row: int = 0
     # (key, value) pairs sorted by key (domain/labels.py); not part of the spec.
     labels: Labels = ()
+    # The W3C trace context of the call that created it ("" if none), which each
+    # delivery continues (domain/trace_context.py); not part of the spec.
+    trace_parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class NewSchedule:
-    """One create request: the key, the spec and the labels (normalized)."""
+    """One create request: the key, the spec, the labels (normalized) and the trace
+    context of the call (normalized, "" if none)."""
 
     key: str
     spec: ScheduleSpec
     labels: Labels = ()
+    trace_parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ RESERVED_HEADERS = frozenset(
         "webhook-timestamp",
         "webhook-signature",
         "user-agent",
+        "traceparent",
     }
 )
 ALLOWED_METHODS = ("POST", "PUT", "PATCH")

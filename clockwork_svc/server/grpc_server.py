@@ -18,9 +18,11 @@ from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
 from clockwork_svc.cluster_load import LoadSource, NoLoad
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.server.admission import Admission, AdmissionInterceptor
 from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
+from clockwork_svc.server.call_tracing import TraceContextInterceptor
 from clockwork_svc.server.cluster_servicer import ClusterServicer
 from clockwork_svc.server.decoding import RequestDecoding
 from clockwork_svc.server.local_calls import HandlerRecorder, LocalCalls
@@ -84,13 +86,16 @@ async def start_server(
     load: LoadSource | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     max_in_flight: int = MAX_IN_FLIGHT,
+    tracing: Tracing | None = None,
 ) -> RunningServer:
     admission = Admission(max_in_flight)
     metrics.api_in_flight.set_function(lambda: admission.in_flight)
-    # Outermost first: admit, authenticate, then decode the request.
+    # Outermost first: admit, authenticate, continue the caller's trace, then decode
+    # the request.
     interceptors: list[grpc.aio.ServerInterceptor] = [
         AdmissionInterceptor(admission, metrics.api_refused.inc),
         AuthInterceptor(auth, tokens),
+        TraceContextInterceptor(tracing or Tracing()),
         RequestDecoding(),
     ]
     server = grpc.aio.server(

@@ -24,6 +24,7 @@ from aiohttp import web
 from clockwork_svc.api import http_rules, json_transcoding
 from clockwork_svc.api.http_rules import Route
 from clockwork_svc.api.status import error_of, http_status_of
+from clockwork_svc.domain import trace_context
 from clockwork_svc.errors import InvalidArgument
 from clockwork_svc.server.admission import PUSHBACK_METADATA
 from clockwork_svc.server.auth import TENANT_METADATA
@@ -157,6 +158,8 @@ def _metadata(request: web.Request) -> tuple[tuple[str, str], ...]:
         found.append(("authorization", request.headers["Authorization"]))
     if "Clockwork-Tenant" in request.headers:
         found.append((TENANT_METADATA, request.headers["Clockwork-Tenant"]))
+    if trace_context.HEADER in request.headers:
+        found.append((trace_context.HEADER, request.headers[trace_context.HEADER]))
     return tuple(found)
 
 

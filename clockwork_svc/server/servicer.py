@@ -28,6 +28,7 @@ from clockwork_svc.errors import ClockworkError, InvalidArgument
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import DEFAULT_LISTED, MAX_BATCH, MAX_BULK_PER_CALL, Scheduling
 from clockwork_svc.server.auth import Principal, current_principal
+from clockwork_svc.server.call_tracing import current_trace_parent
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,9 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
     ) -> pb.CreateScheduleResponse:
         spec = convert.spec_from_pb(request.spec)
         labels = convert.labels_from_pb(request.labels, "labels")
+        trace_parent = current_trace_parent.get()
         return convert.created_to_pb(
-            await self._scheduling.create(tenant, request.key, spec, labels)
+            await self._scheduling.create(tenant, request.key, spec, labels, trace_parent)
         )
 
     @_rpc
@@ -152,7 +154,7 @@ class SchedulerServicer(pb_grpc.SchedulerServiceServicer):
             except InvalidArgument as exc:
                 outcomes[i] = exc
                 continue
-            valid.append((i, NewSchedule(entry.key, spec, labels)))
+            valid.append((i, NewSchedule(entry.key, spec, labels, current_trace_parent.get())))
         created = await self._scheduling.create_many(tenant, [r for _, r in valid])
         for (i, _), outcome in zip(valid, created, strict=True):
             outcomes[i] = outcome

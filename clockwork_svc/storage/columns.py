@@ -106,6 +106,7 @@ def _schedule_values(s: Schedule) -> tuple[Any, ...]:
         s.note,
         s.failures_in_row,
         labels.encode(s.labels),
+        s.trace_parent or None,
     )
 
 
@@ -127,6 +128,7 @@ def _schedule(row: Row) -> Schedule:
         note=row["note"] or "",
         failures_in_row=row["failures_in_row"] or 0,
         labels=labels.decode(row["labels"]),
+        trace_parent=row["trace_parent"] or "",
     )
 
 
@@ -150,6 +152,7 @@ SCHEDULES: Table[Schedule] = Table(
         "note",
         "failures_in_row",
         "labels",
+        "trace_parent",
     ),
     ("tenant", "key"),
     _schedule_values,

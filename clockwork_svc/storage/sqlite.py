@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS schedules (
     next_fire_ms INTEGER, last_fire_ms INTEGER, last_outcome TEXT,
     fired_count INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '',
     failures_in_row INTEGER NOT NULL DEFAULT 0, labels TEXT NOT NULL DEFAULT '[]',
+    trace_parent TEXT,
     PRIMARY KEY (tenant, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS firings (
     shard INTEGER NOT NULL, bucket INTEGER NOT NULL, fire_at_ms INTEGER NOT NULL,
@@ -558,6 +559,7 @@ _ADDED_COLUMNS = (
     ("schedules", "note", "TEXT NOT NULL DEFAULT ''"),
     ("schedules", "labels", "TEXT NOT NULL DEFAULT '[]'"),
     ("schedules", "failures_in_row", "INTEGER NOT NULL DEFAULT 0"),
+    ("schedules", "trace_parent", "TEXT"),
     ("executions", "response_body", "BLOB"),
     ("executions", "response_headers", "TEXT"),
     ("tenants", "limits", "TEXT NOT NULL DEFAULT '{}'"),

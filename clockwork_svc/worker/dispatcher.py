@@ -32,6 +32,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.worker.firing_observer import FiringObserver
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,10 @@ class Dispatcher:
         on_new_firing: Callable[[Firing], None],
         tenants: TenantSource | None = None,
         rng: random.Random | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
+        self._tracing = tracing or Tracing()
         self._sink = sink
         self._clock = clock
         self._observer = observer
@@ -188,14 +191,32 @@ class Dispatcher:
         self._observer.sending(firing, now)
         started_m = self._clock.monotonic()
         signing = await self._tenants.signing_secrets(firing.tenant) if self._tenants else ()
-        result = await self._sink.deliver(
-            schedule.spec.target,
-            schedule.spec.payload if firing.payload is None else firing.payload,
-            firing,
-            now // 1000,
-            signing,
-            planning.routing_key(schedule.key, schedule.spec),
+        attributes: dict[str, str | int] | None = (
+            {
+                "clockwork.tenant": firing.tenant,
+                "clockwork.schedule": schedule.key,
+                "clockwork.delivery_id": firing.delivery_id,
+                "clockwork.attempt": firing.attempt,
+            }
+            if self._tracing.recording
+            else None
         )
+        with self._tracing.span(
+            "clockwork.deliver", schedule.trace_parent, "client", attributes
+        ) as span:
+            result = await self._sink.deliver(
+                schedule.spec.target,
+                schedule.spec.payload if firing.payload is None else firing.payload,
+                firing,
+                now // 1000,
+                signing,
+                planning.routing_key(schedule.key, schedule.spec),
+                span.traceparent,
+            )
+            if result.status_code:
+                span.set("http.response.status_code", result.status_code)
+            if not result.ok:
+                span.failed(result.error or f"status {result.status_code}")
         finished = now + int((self._clock.monotonic() - started_m) * 1000)
         self._observer.delivered(now, finished)
         settled = planning.settle(

@@ -22,6 +22,7 @@ from clockwork_svc.domain.model import ClusterLayout, Firing
 from clockwork_svc.domain.planning import READ_AHEAD_MS
 from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.observability.metrics import Metrics
+from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.tenancy import NO_LIMITS
 from clockwork_svc.worker.dispatcher import Dispatcher, TenantSource
 from clockwork_svc.worker.due_queue import DueQueue
@@ -87,6 +88,7 @@ class Worker:
         metrics: Metrics,
         may_dispatch: Callable[[], bool] = lambda: True,
         tenants: TenantSource | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -109,7 +111,7 @@ class Worker:
         self._may_dispatch = may_dispatch
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
         self._dispatcher = Dispatcher(
-            store, sink, clock, FiringObserver(metrics), self.offer, tenants
+            store, sink, clock, FiringObserver(metrics), self.offer, tenants, tracing=tracing
         )
         self._fire_task: asyncio.Task[None] | None = None
         self._held_task: asyncio.Task[None] | None = None

@@ -69,6 +69,7 @@ def make_schedule(tenant_name: str, key: str, **changes: object) -> Schedule:
         updated_ms=T0,
         shard=7,
         next_fire_ms=T0 + 5000,
+        trace_parent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

@@ -39,6 +39,7 @@ class NullSink:
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
         key: str = "",
+        traceparent: str = "",
     ) -> DeliveryResult:
         return DeliveryResult(True, False, 200)
 

@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 
 from clockwork_svc import app
 from clockwork_svc.client import ClientSettings, ClockworkClient
-from clockwork_svc.domain import triggers
+from clockwork_svc.domain import trace_context, triggers
 from clockwork_svc.domain.model import Outcome
 from clockwork_svc.domain.spec import KafkaTarget, RetryKind, RetryPolicy, ScheduleSpec
 from clockwork_svc.server.auth import AuthSettings
@@ -85,6 +85,7 @@ async def test_kafka_target_gets_key_payload_and_signed_headers(node: app.Node) 
         records = await consume(topic, 3, 20)
         assert len(records) == 3
         ids = set()
+        traces: set[trace_context.TraceParent | None] = set()
         for record in records:
             assert record.key == b"order-7"  # type: ignore[attr-defined]
             assert record.value == b'{"order": 7}'  # type: ignore[attr-defined]
@@ -92,7 +93,10 @@ async def test_kafka_target_gets_key_payload_and_signed_headers(node: app.Node) 
             assert headers["source"] == "clockwork-test"
             Webhook(created.signing_secret).verify(record.value, headers)  # type: ignore[attr-defined]
             ids.add(headers["webhook-id"])
+            # Created without a caller's trace context: each delivery starts a trace.
+            traces.add(trace_context.parse(headers["traceparent"]))
         assert len(ids) == 3
+        assert None not in traces and len(traces) == 3
         await asyncio.sleep(0.3)
         executions = (await client.executions("kafka-job")).items
         assert [e.outcome for e in executions] == [Outcome.SUCCEEDED] * 3

@@ -292,6 +292,11 @@ MIGRATIONS: list[Migration] = [
         "overlap",
         ["ALTER TABLE $keyspace.firings ADD IF NOT EXISTS overlap text"],
     ),
+    (
+        14,
+        "trace_context",
+        ["ALTER TABLE $keyspace.schedules_by_part ADD IF NOT EXISTS trace_parent text"],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -28,6 +28,7 @@ class RecordingSink:
         timestamp_s: int,
         signing_secrets: Sequence[str] = (),
         key: str = "",
+        traceparent: str = "",
     ) -> DeliveryResult:
         self.delivered.append(firing.schedule_key)
         self.sent_ms.setdefault(firing.schedule_key, time.time_ns() // 1_000_000)
