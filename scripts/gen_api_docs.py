@@ -189,7 +189,7 @@ def render() -> str:
         "`clockwork-tenant` metadata key instead (default `default`). The standard",
         "`grpc.health.v1.Health` service and server reflection are open. A call may carry",
         "W3C `traceparent` metadata: a schedule it creates keeps that trace context, and its",
-        "deliveries continue the trace (docs/operations.md, \"Traces\").",
+        'deliveries continue the trace (docs/operations.md, "Traces").',
         "",
         "Errors: `INVALID_ARGUMENT` (the message starts with the offending field's path,",
         "e.g. `spec.cron.expression: ...`), `NOT_FOUND`, `ALREADY_EXISTS` (create with a",
