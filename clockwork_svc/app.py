@@ -16,6 +16,7 @@ from clockwork_svc import gc_policy
 from clockwork_svc.abc import Clock, Store, SystemClock
 from clockwork_svc.api import http_rules, openapi
 from clockwork_svc.cluster_load import LoadSource, LocalLoad
+from clockwork_svc.dashboard.pages import Dashboard
 from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.delivery.http import HttpSink
 from clockwork_svc.delivery.kafka import KafkaSink
@@ -200,6 +201,7 @@ async def _start_http(api: RunningServer, settings: ProcessSettings) -> HttpGate
         openapi.document(table, version=API_VERSION),
         # JSON spells bytes in base64: 4/3 of their size, plus the rest of the message.
         max_body_bytes=2 * settings.api.max_message_bytes,
+        dashboard=Dashboard(api.local_calls, secure_cookies=settings.api.tls is not None),
     )
     host, port = settings.api.http_listen or ("", 0)
     tls = settings.api.tls

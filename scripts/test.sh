@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs Python dependencies (and Java /
-# Maven if missing), checks lint and types, starts real servers (Cassandra, etcd, Kafka,
-# Kubernetes) with the project's own harness, runs pytest, and stops the servers; then
+# The whole test suite, from a fresh machine: installs Python dependencies (and Java,
+# Maven, Prometheus, Chromium and the other Debian packages below if missing), checks
+# lint and types, starts real servers (Cassandra, etcd, Kafka, Kubernetes) with the
+# project's own harness, runs pytest, and stops the servers; then
 # runs the replicated stores' suite on a three-node Cassandra and a three-member etcd
 # (scripts/test-replicated.sh).
 set -euo pipefail
@@ -34,10 +35,11 @@ if ! have_node_tools; then
     containernetworking-plugins buildah podman debootstrap iptables conntrack >/dev/null
 fi
 
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-  log "installing prometheus and promtool (the alert rules' tests; Debian package)"
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null \
+  || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  log "installing prometheus and promtool (the alert rules' tests), chromium and chromium-driver (the dashboard's browser tests; Debian packages)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends prometheus >/dev/null
+    --no-install-recommends prometheus chromium chromium-driver >/dev/null
 fi
 
 log "python environment"

@@ -7,7 +7,8 @@ A request carries `Authorization: Bearer <token>` and, for an admin acting for a
 tenant, `Clockwork-Tenant`. A failed call is answered with the HTTP status of its
 gRPC status and a JSON body naming the status, the message and the field; a refusal
 with a retry hint carries `Retry-After`. The OpenAPI document is at
-/v1/openapi.json. Neither tokens nor bodies are logged.
+/v1/openapi.json, the dashboard at /ui (clockwork_svc/dashboard/). Neither tokens
+nor bodies are logged.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from aiohttp import web
 from clockwork_svc.api import http_rules, json_transcoding
 from clockwork_svc.api.http_rules import Route
 from clockwork_svc.api.status import error_of, http_status_of
+from clockwork_svc.dashboard.pages import Dashboard
 from clockwork_svc.domain import trace_context
 from clockwork_svc.errors import InvalidArgument
 from clockwork_svc.server.admission import PUSHBACK_METADATA
@@ -53,8 +55,10 @@ class HttpGateway:
         table: Sequence[Route],
         openapi: dict[str, Any],
         max_body_bytes: int,
+        dashboard: Dashboard | None = None,
     ) -> None:
         self._calls = calls
+        self._dashboard = dashboard
         self._routes = tuple(table)
         self._openapi = openapi
         self._max_body_bytes = max_body_bytes
@@ -64,6 +68,8 @@ class HttpGateway:
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         app = web.Application(client_max_size=self._max_body_bytes + 1)
         app.router.add_get(OPENAPI_PATH, self._serve_openapi)
+        if self._dashboard is not None:
+            self._dashboard.add_routes(app)
         # Every other path, newlines included: a JSON answer even for a path no route has.
         app.router.add_route("*", r"/{tail:[\s\S]*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)

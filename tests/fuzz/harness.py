@@ -41,8 +41,9 @@ class Reply:
 class ThreadedNode:
     """`with ThreadedNode(settings) as node:` runs an api until the block ends."""
 
-    def __init__(self, settings: ProcessSettings) -> None:
+    def __init__(self, settings: ProcessSettings, worker: bool = False) -> None:
         self._settings = settings
+        self._worker = worker
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._context: contextlib.AbstractAsyncContextManager[app.Node] | None = None
@@ -56,7 +57,7 @@ class ThreadedNode:
 
     def __enter__(self) -> ThreadedNode:
         self._thread.start()
-        self._context = app.running(self._settings, api=True, worker=False)
+        self._context = app.running(self._settings, api=True, worker=self._worker)
         node = self.run(self._context.__aenter__())
         assert node.api is not None
         self.port = node.api.port
