@@ -232,7 +232,10 @@ def _load_source(node: Node, settings: ProcessSettings) -> LoadSource | None:
         node.load_reader = EtcdLoadReader(settings.etcd, node.layout.shard_count)
         return node.load_reader
     if node.worker is not None:
-        return LocalLoad(node.worker.load_report, "local", _load_window_s(settings))
+        worker = node.worker
+        return LocalLoad(
+            worker.load_report, "local", _load_window_s(settings), lambda: worker.owned_shards
+        )
     return None
 
 

@@ -4,7 +4,7 @@ process without etcd (`clockwork dev`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
@@ -19,15 +19,23 @@ class LocalLoad:
     """One worker in this process owning every shard."""
 
     def __init__(
-        self, report: Callable[[str, float], WorkerLoad], worker_id: str, window_s: float
+        self,
+        report: Callable[[str, float], WorkerLoad],
+        worker_id: str,
+        window_s: float,
+        owned: Callable[[], Mapping[int, int]] = dict,
     ) -> None:
         self._report = report
         self._worker_id = worker_id
         self._window_s = window_s
+        self._owned = owned
 
     async def cluster_load(self) -> ClusterLoad:
         load = self._report(self._worker_id, self._window_s)
-        return ClusterLoad((load,), shard_count=load.shards, shards_owned=load.shards)
+        owners = tuple(
+            (shard, self._worker_id, epoch) for shard, epoch in sorted(self._owned().items())
+        )
+        return ClusterLoad((load,), load.shards, load.shards, owners)
 
 
 class NoLoad:

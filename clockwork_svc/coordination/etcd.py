@@ -277,7 +277,10 @@ class EtcdLoadReader:
             self._client = await connect(self._settings.endpoint, security=self._settings.security)
         reports = await read_load(self._client, self._settings.load_prefix)
         view = await read_view(self._client, self._settings.prefix)
-        return ClusterLoad(tuple(reports), self._shard_count, len(view.owners))
+        owners = tuple(
+            (shard, worker, epoch) for shard, (worker, epoch) in sorted(view.owners.items())
+        )
+        return ClusterLoad(tuple(reports), self._shard_count, len(view.owners), owners)
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -286,10 +286,24 @@ class Dashboard:
             }
             for w in load.workers
         ]
+        shards: dict[str, list[int]] = {}
+        epochs: dict[str, set[int]] = {}
+        for owner in load.owners:
+            shards.setdefault(owner.worker_id, []).append(owner.shard)
+            epochs.setdefault(owner.worker_id, set()).add(owner.epoch)
+        owners = [
+            {
+                "worker": worker,
+                "shards": words.ranges(owned),
+                "epochs": ", ".join(str(e) for e in sorted(epochs[worker])),
+            }
+            for worker, owned in sorted(shards.items())
+        ]
         return self._render(
             "cluster.html",
             session,
             workers=workers,
+            owners=owners,
             shard_count=load.shard_count,
             shards_owned=load.shards_owned,
             due=f"{load.due_per_second:.1f}",

@@ -43,3 +43,14 @@ def trigger(t: triggers.Trigger) -> str:
     if t.end_ms is not None:
         text += f", until {when(t.end_ms)}"
     return text
+
+
+def ranges(numbers: list[int]) -> str:
+    """Sorted numbers as ranges: `0-3, 8, 10-12`."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)

@@ -55,6 +55,8 @@ class ClusterLoad:
     workers: tuple[WorkerLoad, ...]
     shard_count: int
     shards_owned: int
+    # (shard, worker id, epoch) of each owned shard, by shard.
+    owners: tuple[tuple[int, str, int], ...] = ()
 
     @property
     def due_per_s(self) -> float:

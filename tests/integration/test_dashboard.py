@@ -255,6 +255,8 @@ def test_an_admin_sees_the_cluster_and_a_bad_token_is_refused(
     browser.get(site.url + "/ui/cluster")
     assert browser.find_element(By.ID, "shards").text.startswith("8 of 8 shards owned")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#workers tbody tr")) == 1
+    [owner] = browser.find_elements(By.CSS_SELECTOR, "#owners tbody tr")
+    assert owner.find_elements(By.TAG_NAME, "td")[1].text == "0-7"
     screenshot(browser, "cluster")
     sign_in(browser, site, ACME)
     browser.get(site.url + "/ui/cluster")

@@ -272,6 +272,9 @@ async def test_load_reports_follow_the_live_workers(
         while True:
             load = await reader.cluster_load()
             if [w.worker_id for w in load.workers] == ["b"] and load.workers[0].shards == SHARDS:
+                # Every shard's owner, with the epoch b holds it at.
+                assert [o[0] for o in load.owners] == list(range(SHARDS))
+                assert {o[1] for o in load.owners} == {"b"} and all(o[2] > 0 for o in load.owners)
                 break
             assert time.monotonic() < deadline, f"stale reports: {load.workers}"
             await asyncio.sleep(0.2)

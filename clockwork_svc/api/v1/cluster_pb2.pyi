@@ -105,6 +105,7 @@ class ClusterLoad(_message.Message):
     LAG_P99_MS_FIELD_NUMBER: _builtins.int
     SHARD_COUNT_FIELD_NUMBER: _builtins.int
     SHARDS_OWNED_FIELD_NUMBER: _builtins.int
+    OWNERS_FIELD_NUMBER: _builtins.int
     due_per_second: _builtins.float
     """Sums over the workers (rates and counts) or the worst worker (lag)."""
     dispatch_per_second: _builtins.float
@@ -115,6 +116,12 @@ class ClusterLoad(_message.Message):
     shards_owned: _builtins.int
     @_builtins.property
     def workers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WorkerLoad]: ...
+    @_builtins.property
+    def owners(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShardOwner]:
+        """Each owned shard's owner and the epoch it holds it at (fencing: a newer epoch
+        takes over), by shard.
+        """
+
     def __init__(
         self,
         *,
@@ -125,11 +132,37 @@ class ClusterLoad(_message.Message):
         lag_p99_ms: _builtins.float = ...,
         shard_count: _builtins.int = ...,
         shards_owned: _builtins.int = ...,
+        owners: _abc.Iterable[Global___ShardOwner] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch_per_second", b"dispatch_per_second", "due_per_second", b"due_per_second", "lag_p99_ms", b"lag_p99_ms", "overdue", b"overdue", "shard_count", b"shard_count", "shards_owned", b"shards_owned", "workers", b"workers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch_per_second", b"dispatch_per_second", "due_per_second", b"due_per_second", "lag_p99_ms", b"lag_p99_ms", "overdue", b"overdue", "owners", b"owners", "shard_count", b"shard_count", "shards_owned", b"shards_owned", "workers", b"workers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClusterLoad: _TypeAlias = ClusterLoad  # noqa: Y015
+
+@_typing.final
+class ShardOwner(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHARD_FIELD_NUMBER: _builtins.int
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    shard: _builtins.int
+    worker_id: _builtins.str
+    epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        shard: _builtins.int = ...,
+        worker_id: _builtins.str = ...,
+        epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "shard", b"shard", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShardOwner: _TypeAlias = ShardOwner  # noqa: Y015

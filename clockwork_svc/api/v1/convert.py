@@ -782,6 +782,10 @@ def cluster_load_to_pb(load: ClusterLoad) -> cluster_pb2.ClusterLoad:
         lag_p99_ms=load.lag_p99_ms,
         shard_count=load.shard_count,
         shards_owned=load.shards_owned,
+        owners=[
+            cluster_pb2.ShardOwner(shard=shard, worker_id=worker, epoch=epoch)
+            for shard, worker, epoch in load.owners
+        ],
     )
 
 
@@ -802,4 +806,7 @@ def cluster_load_from_pb(load: cluster_pb2.ClusterLoad) -> ClusterLoad:
         )
         for w in load.workers
     )
-    return ClusterLoad(workers, shard_count=load.shard_count, shards_owned=load.shards_owned)
+    owners = tuple((o.shard, o.worker_id, o.epoch) for o in load.owners)
+    return ClusterLoad(
+        workers, shard_count=load.shard_count, shards_owned=load.shards_owned, owners=owners
+    )

@@ -259,12 +259,16 @@ def test_cluster_load_round_trips_in_worker_order() -> None:
     def worker(name: str, due: float) -> WorkerLoad:
         return WorkerLoad(name, 8, due, 1, 2.5, 10.0, 99.5, 3, 2.0, T0)
 
-    load = ClusterLoad((worker("w-b", 1.25), worker("w-a", 4.0)), shard_count=16, shards_owned=16)
+    owners = ((0, "w-a", 7), (1, "w-b", 9))
+    load = ClusterLoad(
+        (worker("w-b", 1.25), worker("w-a", 4.0)), shard_count=16, shards_owned=16, owners=owners
+    )
     message = convert.cluster_load_to_pb(load)
     assert [w.worker_id for w in message.workers] == ["w-a", "w-b"]
     back = convert.cluster_load_from_pb(message)
     assert back.workers == (worker("w-a", 4.0), worker("w-b", 1.25))
     assert (back.due_per_s, back.overdue, back.lag_p99_ms) == (5.25, 2, 99.5)
+    assert back.owners == owners
     assert_message_round_trips(message, convert.cluster_load_to_pb(back))
 
 

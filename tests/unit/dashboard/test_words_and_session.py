@@ -43,3 +43,8 @@ def test_csrf_tokens_are_per_session_and_checked_in_constant_time() -> None:
     assert dev.metadata() == (("clockwork-tenant", "acme"),)
     assert acme.metadata() == (("authorization", "Bearer acme-token-0123456789"),)
     assert not Session("", "").signed_in
+
+
+def test_shards_as_ranges() -> None:
+    assert words.ranges([10, 0, 1, 2, 3, 8, 11, 12]) == "0-3, 8, 10-12"
+    assert words.ranges([]) == ""
