@@ -301,3 +301,11 @@ def test_gc_young_threshold_refused_before_anything_starts(
     assert completed.returncode == 2, completed.stderr
     assert "argument --gc-young-threshold" in completed.stderr
     assert error in completed.stderr
+
+
+def test_dashboard(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.dashboard", tmp_path, "--schedules", "600", "--dead-letters", "40", "--reps", "2"
+    )
+    pages = {row["page"]: row for row in report["pages"]}
+    assert len(pages) == 9 and pages["schedules, first page"]["kB"] > 5
