@@ -357,5 +357,12 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
             node.ops.port if node.ops else "-",
             node.layout.shard_count,
         )
+        if node.http is not None and settings.api.http_listen is not None:
+            host = settings.api.http_listen[0]
+            scheme = "https" if settings.api.tls is not None else "http"
+            base = f"{scheme}://{host}:{node.http.port}"
+            log.info(
+                "dashboard at %s/ui, HTTP/JSON API at %s/v1 (OpenAPI: /v1/openapi.json)", base, base
+            )
         await stop.wait()
         log.info("shutting down")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -77,6 +78,13 @@ async def test_acknowledged_schedule_survives_kill_9(tmp_path: Path, sink: Recor
 async def test_sigterm_shuts_down_cleanly(tmp_path: Path) -> None:
     port = free_port()
     dev = await start_dev(tmp_path / "data", port, tmp_path / "dev.log")
+    # It says where its dashboard and HTTP API are (a free port here, 7080 by default).
+    said = r"dashboard at http://127\.0\.0\.1:\d+/ui, HTTP/JSON API at"
+    for _ in range(50):
+        if re.search(said, dev.log()):
+            break
+        await asyncio.sleep(0.1)
+    assert re.search(said, dev.log()), dev.log()
     started = time.monotonic()
     assert await dev.kill(signal.SIGTERM) == 0
     assert time.monotonic() - started < 15
