@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 from selenium import webdriver
@@ -31,8 +32,12 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
+from clockwork_svc import app
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
+from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.dashboard.session import Csrf, Session
+from clockwork_svc.domain import triggers
+from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.server.auth import AuthSettings
 from e2e.sink import RecordingSink
 from tests.fuzz.harness import ThreadedNode
@@ -251,6 +256,8 @@ def test_an_admin_sees_the_cluster_and_a_bad_token_is_refused(
 ) -> None:
     sign_in(browser, site, "not-a-token-0123456789")
     assert "UNAUTHENTICATED" in browser.find_element(By.ID, "error").text
+    sign_in(browser, site, "")
+    assert "missing bearer token" in browser.find_element(By.ID, "error").text
     sign_in(browser, site, ADMIN, tenant="acme")
     browser.get(site.url + "/ui/cluster")
     assert browser.find_element(By.ID, "shards").text.startswith("8 of 8 shards owned")
@@ -261,3 +268,25 @@ def test_an_admin_sees_the_cluster_and_a_bad_token_is_refused(
     sign_in(browser, site, ACME)
     browser.get(site.url + "/ui/cluster")
     assert browser.find_element(By.TAG_NAME, "h1").text == "PERMISSION_DENIED"
+
+
+async def test_without_tokens_an_empty_sign_in_is_the_default_tenant(tmp_path: Path) -> None:
+    base = dev_settings(tmp_path)
+    api = dataclasses.replace(base.api, http_listen=("127.0.0.1", 0))
+    async with app.running(dataclasses.replace(base, api=api), api=True, worker=False) as node:
+        assert node.http is not None and node.api is not None
+        url = f"http://127.0.0.1:{node.http.port}"
+        settings = ClientSettings(f"127.0.0.1:{node.api.port}", tenant="default")
+        async with ClockworkClient(settings) as client:
+            hourly = triggers.IntervalTrigger(3_600_000)
+            await client.create(
+                "from-the-cli", ScheduleSpec(hourly, HttpTarget("http://x.example"))
+            )
+        # unsafe: keep cookies of an IP address host, as a browser does.
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(url, cookie_jar=jar) as session:
+            async with session.post("/ui/login", data={"token": "", "tenant": ""}) as reply:
+                assert reply.url.path == "/ui/schedules", await reply.text()
+                page = await reply.text()
+            assert "from-the-cli" in page and "every 1 hour" in page
+            assert {c.key: c.value for c in jar}["clockwork_tenant"] == "default"
