@@ -69,6 +69,7 @@ class Dashboard:
         return self._render("login.html", None, error="")
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
+        _same_origin(request)
         form = await request.post()
         token, tenant = str(form.get("token", "")).strip(), str(form.get("tenant", "")).strip()
         # Neither: the default tenant of a server without auth (the CLI's default too);
@@ -91,6 +92,7 @@ class Dashboard:
         raise reply
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
+        _same_origin(request)
         session = _session(request)
         form = await request.post()
         if not self._csrf.valid(session, str(form.get("csrf", ""))):
@@ -120,6 +122,7 @@ class Dashboard:
         """A POST: checks the CSRF token, acts, then shows where the action says."""
 
         async def handle(request: web.Request) -> web.StreamResponse:
+            _same_origin(request)
             session = _session(request)
             if not session.signed_in:
                 raise web.HTTPSeeOther("/ui/login")
@@ -344,6 +347,14 @@ class Dashboard:
 
 
 _STATES = ("ACTIVE", "PAUSED", "COMPLETED", "CANCELLED")
+
+
+def _same_origin(request: web.Request) -> None:
+    """Refuses a form posted from another site (the browser names it in `Origin`),
+    besides the CSRF token and the SameSite cookies."""
+    origin = request.headers.get("Origin")
+    if origin is not None and urllib.parse.urlsplit(origin).netloc != request.host:
+        raise web.HTTPForbidden(text="cross-origin form refused")
 
 
 def _session(request: web.Request) -> Session:

@@ -228,12 +228,15 @@ def test_a_tenant_cannot_see_or_act_on_another_tenants_schedule(
     browser.get(site.url + "/ui/schedule?key=acme-only")
     assert browser.find_element(By.TAG_NAME, "h1").text == "NOT_FOUND"
 
-    def post(form: dict[str, str], token: str) -> int:
+    def post(form: dict[str, str], token: str, origin: str = "") -> int:
+        headers = {"Cookie": f"clockwork_token={token}"}
+        if origin:
+            headers["Origin"] = origin
         request = urllib.request.Request(
             site.url + "/ui/schedule",
             method="POST",
             data=urllib.parse.urlencode(form).encode(),
-            headers={"Cookie": f"clockwork_token={token}"},
+            headers=headers,
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as reply:
@@ -248,6 +251,9 @@ def test_a_tenant_cannot_see_or_act_on_another_tenants_schedule(
     # Without the session's CSRF token, nothing is done.
     assert post(pause, ACME) == 403
     assert post({**pause, "csrf": globex_csrf}, ACME) == 403
+    # A form posted from another site is refused even with the right token.
+    acme_csrf = Csrf().token(Session(ACME, ""))
+    assert post({**pause, "csrf": acme_csrf}, ACME, origin="http://evil.example") == 403
     assert site.grpc_schedule("acme-only").state == pb.ACTIVE
 
 
