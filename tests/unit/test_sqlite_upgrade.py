@@ -17,7 +17,7 @@ LAYOUT = ClusterLayout(shard_count=8, bucket_ms=60_000, created_ms=1_700_000_000
 async def test_an_older_data_dir_gains_the_added_columns(tmp_path: Path) -> None:
     path = tmp_path / "clockwork.db"
     store = await SqliteStore.open(path, LAYOUT)
-    old = make_schedule("t", "k")
+    old = make_schedule("t", "k", trace_parent="")  # made before trace_parent existed
     await store.insert_schedule(old)
     await store.put_firings([make_firing(3, 1_800_000_000_000)])
     await store.close()
