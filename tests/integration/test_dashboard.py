@@ -37,6 +37,8 @@ from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.dashboard.session import Csrf, Session
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.labels import parse_selector
+from clockwork_svc.domain.model import ScheduleQuery
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.server.auth import AuthSettings
 from e2e.sink import RecordingSink
@@ -296,3 +298,28 @@ async def test_without_tokens_an_empty_sign_in_is_the_default_tenant(tmp_path: P
                 page = await reply.text()
             assert "from-the-cli" in page and "every 1 hour" in page
             assert {c.key: c.value for c in jar}["clockwork_tenant"] == "default"
+
+
+async def test_a_sparse_filter_fills_its_page_past_the_apis_short_answers(
+    tmp_path: Path,
+) -> None:
+    base = dev_settings(tmp_path)
+    api = dataclasses.replace(base.api, http_listen=("127.0.0.1", 0))
+    async with app.running(dataclasses.replace(base, api=api), api=True, worker=False) as node:
+        assert node.http is not None and node.api is not None
+        settings = ClientSettings(f"127.0.0.1:{node.api.port}", tenant="default")
+        spec = ScheduleSpec(triggers.IntervalTrigger(3_600_000), HttpTarget("http://x.example"))
+        async with ClockworkClient(settings) as client:
+            for first in range(0, 2500, 500):  # 2,500 unlabelled keys sort first
+                await client.create_many([(f"a/{i:05d}", spec) for i in range(first, first + 500)])
+            await client.create_many([(f"z/{i}", spec, {"team": "t3"}) for i in range(3)])
+            query = ScheduleQuery(selector=parse_selector("team=t3"))
+            direct = await client.list(page_size=50, query=query)
+        assert direct.items == () and direct.next_page_token  # one call answers short
+        url = f"http://127.0.0.1:{node.http.port}"
+        async with (
+            aiohttp.ClientSession(url, cookies={"clockwork_tenant": "default"}) as session,
+            session.get("/ui/schedules", params={"selector": "team=t3"}) as reply,
+        ):
+            page = await reply.text()
+        assert [f"z/{i}" in page for i in range(3)] == [True] * 3
