@@ -10,6 +10,7 @@ API's message.
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -32,8 +33,10 @@ _ASSETS = Path(__file__).parent
 _SCHEDULER = "/clockwork.api.v1.SchedulerService/"
 _CLUSTER = "/clockwork.api.v1.ClusterService/GetClusterLoad"
 PAGE_SIZE = 50
-# ListSchedules calls one page may make to fill itself when a filter matches sparsely.
+# ListSchedules calls one page may make to fill itself when a filter matches sparsely,
+# and the time after which it makes no more (the page then links to the rest).
 FILL_CALLS = 8
+FILL_BUDGET_S = 0.15
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -154,9 +157,12 @@ class Dashboard:
         reply = await self._call(session, "ListSchedules", listing)
         found = list(reply.schedules)
         # A filtered call looks at a bounded number of schedules and may answer short:
-        # follow its token a few times to fill the page, within bounded work.
+        # follow its token to fill the page, within a time budget.
+        deadline = time.monotonic() + FILL_BUDGET_S
         for _ in range(FILL_CALLS - 1):
             if len(found) >= PAGE_SIZE or not reply.next_page_token:
+                break
+            if time.monotonic() > deadline:
                 break
             listing.page_token = reply.next_page_token
             listing.page_size = PAGE_SIZE - len(found)
