@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from clockwork_svc.api.v1 import cluster_pb2, convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.dashboard import words
 from clockwork_svc.dashboard.session import TENANT_COOKIE, TOKEN_COOKIE, Csrf, Session
+from clockwork_svc.domain import durations
 from clockwork_svc.server.auth import DEFAULT_TENANT
 from clockwork_svc.server.local_calls import CallFailed, LocalCalls
 
@@ -225,8 +225,8 @@ class Dashboard:
         }
         if action == "backfill":
             backfill = pb.BackfillScheduleRequest(key=key)
-            backfill.start.FromDatetime(_parse_time(str(form.get("start", "")), "start"))
-            backfill.end.FromDatetime(_parse_time(str(form.get("end", "")), "end"))
+            backfill.start.FromMilliseconds(_time_ms(str(form.get("start", "")), "start"))
+            backfill.end.FromMilliseconds(_time_ms(str(form.get("end", "")), "end"))
             requests["backfill"] = ("BackfillSchedule", backfill)
         if action not in requests:
             raise CallFailed(grpc.StatusCode.INVALID_ARGUMENT, f"action: unknown {action!r}")
@@ -239,9 +239,9 @@ class Dashboard:
         window = pb.DeadLetterRange(key=query.get("key", ""))
         since, until = query.get("since", ""), query.get("until", "")
         if since:
-            window.since.FromDatetime(_parse_time(since, "since"))
+            window.since.FromMilliseconds(_time_ms(since, "since"))
         if until:
-            window.until.FromDatetime(_parse_time(until, "until"))
+            window.until.FromMilliseconds(_time_ms(until, "until"))
         reply = await self._call(
             session,
             "ListDeadLetters",
@@ -278,7 +278,7 @@ class Dashboard:
         window = pb.DeadLetterRange(key=str(form.get("key", "")))
         since = str(form.get("since", ""))
         if since:
-            window.since.FromDatetime(_parse_time(since, "since"))
+            window.since.FromMilliseconds(_time_ms(since, "since"))
         reply = await self._call(
             session,
             "RedriveDeadLetters",
@@ -383,14 +383,11 @@ def _ms(stamp: Any) -> int:
     return int(stamp.ToMilliseconds())
 
 
-def _parse_time(text: str, field: str) -> datetime:
+def _time_ms(text: str, field: str) -> int:
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return durations.parse_time_ms(text)
     except ValueError as exc:
-        raise CallFailed(
-            grpc.StatusCode.INVALID_ARGUMENT, f"{field}: not a time: {text!r}"
-        ) from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        raise CallFailed(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {exc}") from exc
 
 
 def _schedule_row(s: pb.Schedule) -> dict[str, Any]:
