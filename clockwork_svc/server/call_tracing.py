@@ -37,10 +37,12 @@ class TraceContextInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            # As given: a malformed one starts a new trace in the span, and a schedule
+            # keeps only a well-formed one (Scheduling normalizes it).
             given = ""
             for name, value in context.invocation_metadata() or ():
                 if name == trace_context.HEADER and isinstance(value, str):
-                    given = trace_context.normalized(value)
+                    given = value
             if not tracing.recording:
                 current_trace_parent.set(given)
                 return await inner(request, context)

@@ -83,6 +83,7 @@ async def test_a_callback_continues_the_trace_of_the_call_that_created_it(
     await create_over_grpc(node, "via-grpc", sink.url + "/grpc", GRPC_PARENT)
     await create_over_http(node, "via-http", sink.url + "/http", HTTP_PARENT)
     await client.create("no-parent", spec(sink.url + "/none", triggers.OnceTrigger(now_ms())))
+    await create_over_grpc(node, "malformed", sink.url + "/malformed", "00-not-a-context")
     [over_grpc] = await sink.wait_for("/grpc", 1, timeout_s=15)
     [over_http] = await sink.wait_for("/http", 1, timeout_s=15)
     [without] = await sink.wait_for("/none", 1, timeout_s=15)
@@ -93,6 +94,15 @@ async def test_a_callback_continues_the_trace_of_the_call_that_created_it(
         assert context.trace_id == expected.trace_id
         assert context.span_id != expected.span_id
     assert sent(without).trace_id not in (GRPC_PARENT[3:35], HTTP_PARENT[3:35])
+    # A malformed caller context is ignored: the schedule keeps none, each delivery
+    # starts a trace.
+    [malformed] = await sink.wait_for("/malformed", 1, timeout_s=15)
+    assert sent(malformed).trace_id not in (GRPC_PARENT[3:35], HTTP_PARENT[3:35])
+    stored = await node.store.get_schedule("acme", "malformed")
+    assert stored is not None and stored.trace_parent == ""
+    # (a well-formed one is kept, as the caller sent it)
+    kept = await node.store.get_schedule("acme", "via-grpc")
+    assert kept is not None and kept.trace_parent == GRPC_PARENT
 
 
 async def test_each_attempt_sends_a_span_of_its_own_in_the_same_trace(
