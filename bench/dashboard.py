@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from bench.common import machine, pct, print_table, write_json
 from clockwork_svc import app
@@ -42,27 +41,10 @@ from clockwork_svc.settings import (
     ProcessSettings,
     StoreSettings,
 )
+from e2e.sink import RecordingSink
 
 TENANT = "bench"
 BATCH = 500
-
-
-async def refusing_sink() -> tuple[web.AppRunner, str, list[int]]:
-    seen: list[int] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        await request.read()
-        seen.append(1)
-        return web.Response(status=400, text="no")
-
-    application = web.Application()
-    application.router.add_post("/{tail:.*}", handle)
-    runner = web.AppRunner(application, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}", seen
 
 
 async def seed(client: ClockworkClient, count: int, make: Any) -> float:
@@ -127,7 +109,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ops=OpsSettings(port=0, log_level="WARNING"),
         targets=AddressPolicy(allow_loopback=True),
     )
-    runner, sink_url, refused = await refusing_sink()
+    sink = await RecordingSink(responder=lambda path, n: 400).start()
+    sink_url = sink.url
     report: dict[str, Any] = {"machine": machine(), "store": args.store}
     try:
         async with app.running(settings, api=True, worker=True) as node:
@@ -160,8 +143,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     ),
                 )
             deadline = time.monotonic() + 600
-            while len(refused) < args.dead_letters:
-                assert time.monotonic() < deadline, f"{len(refused)} dead letters"
+            while len(sink.received) < args.dead_letters:
+                assert time.monotonic() < deadline, f"{len(sink.received)} dead letters"
                 await asyncio.sleep(0.5)
             await asyncio.sleep(3)  # the last records land after their deliveries
             base = f"http://127.0.0.1:{node.http.port}"
@@ -187,7 +170,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows.append({"page": name, **await timed(session, path, args.reps)})
             report["pages"] = rows
     finally:
-        await runner.cleanup()
+        await sink.stop()
         if keyspace:
             from clockwork_svc.storage import cassandra
 
