@@ -12,11 +12,13 @@ import asyncio
 import signal
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from clockwork_svc.client import ClientSettings, ClockworkClient
+from clockwork_svc.coordination.assignment import fair_target
 from clockwork_svc.coordination.etcd import cluster_status
 from clockwork_svc.storage.cassandra import drop_keyspace_for_tests
 from clockwork_svc.storage.cassandra.connecting import parse_contact_point
@@ -184,8 +186,14 @@ class Cluster:
         view = await cluster_status(self.etcd, self.name, self.etcd_access.security)
         return view.shard_count or 0, dict(view.owners), set(view.workers)
 
-    async def wait_all_owned(self, live_workers: int, timeout_s: float) -> float:
-        """Wait until every shard is owned and exactly `live_workers` are registered."""
+    async def wait_all_owned(
+        self, live_workers: int, timeout_s: float, balanced: bool = False
+    ) -> float:
+        """Wait until every shard is owned and exactly `live_workers` are registered.
+
+        `balanced`: also until each worker owns its fair share, so no rebalancing
+        handoff is still to come.
+        """
         started = time.monotonic()
         last: object = None
         while time.monotonic() - started < timeout_s:
@@ -194,9 +202,13 @@ class Cluster:
             except Exception as exc:  # noqa: BLE001 - etcd restarting or slow
                 last = exc
             else:
-                last = (count, len(owners), len(workers))
+                held = Counter(owner for owner, _ in owners.values())
+                last = (count, len(owners), len(workers), dict(held))
                 full = count == self.shards and len(owners) == self.shards
-                if full and len(workers) == live_workers:
+                fair = not balanced or all(
+                    held[w] == fair_target(w, sorted(workers), self.shards) for w in workers
+                )
+                if full and len(workers) == live_workers and fair:
                     return time.monotonic() - started
             await asyncio.sleep(0.1)
         raise TimeoutError(f"shards not all owned by {live_workers} workers: {last}")

@@ -27,9 +27,9 @@ import aiohttp
 import grpc
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 from clockwork_svc import app
@@ -125,7 +125,24 @@ def click_and_load(browser: webdriver.Chrome, element_id: str) -> None:
     """Click a button that submits a form, and wait for the next page."""
     old = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.ID, element_id).click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(old))
+
+    def replaced(_: webdriver.Chrome) -> bool:
+        # While the old document is torn down, Chromium answers either "stale
+        # element" or an inspector error saying the node left the document.
+        try:
+            old.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e.msg):
+                return True
+            raise
+        return False
+
+    WebDriverWait(browser, 15).until(replaced)
+    WebDriverWait(browser, 15).until(
+        lambda b: b.execute_script("return document.readyState") == "complete"
+    )
 
 
 def sign_in(browser: webdriver.Chrome, site: Site, token: str, tenant: str = "") -> None:
