@@ -49,7 +49,7 @@ from clockwork_svc.api.v1.model import (
     TokenIssued,
 )
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.load import ClusterLoad
+from clockwork_svc.domain.load import ClusterLoad, ScaleDecision
 from clockwork_svc.domain.model import (
     Backfilled,
     BulkAction,
@@ -431,6 +431,12 @@ class ClockworkClient:
         request = cluster_pb2.GetClusterLoadRequest()
         return convert.cluster_load_from_pb(
             await self._unary(self._cluster.GetClusterLoad, request)
+        )
+
+    async def record_scale_decision(self, decision: ScaleDecision) -> ScaleDecision:
+        request = convert.scale_decision_to_pb(decision)
+        return convert.scale_decision_from_pb(
+            await self._unary(self._cluster.RecordScaleDecision, request)
         )
 
 

@@ -29,7 +29,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aetcd
 import aetcd.exceptions
@@ -40,11 +40,13 @@ from clockwork_svc.abc import Clock
 from clockwork_svc.coordination import assignment, endpoints, etcd_access
 from clockwork_svc.coordination.etcd_access import EtcdAccessError
 from clockwork_svc.coordination.lease_guard import LeaseGuard
-from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.domain.load import ClusterLoad, ScaleDecision, WorkerLoad
 from clockwork_svc.errors import ClockworkError, Unavailable
 from clockwork_svc.settings import EtcdSecurity, EtcdSettings
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class CoordinationError(ClockworkError):
@@ -238,15 +240,28 @@ async def read_view(client: aetcd.Client, prefix: str) -> ClusterView:
     return ClusterView(revision, workers, owners, shard_count)
 
 
-async def read_load(client: aetcd.Client, load_prefix: str) -> list[WorkerLoad]:
-    """Every live worker's latest load report (unreadable ones are skipped)."""
+# Beside the load reports (a worker id has no "/"), so that the roles the api already
+# has cover it.
+SCALE_DECISION_KEY = "autoscaler/decision"
+
+
+async def read_load(
+    client: aetcd.Client, load_prefix: str
+) -> tuple[list[WorkerLoad], ScaleDecision | None]:
+    """Every live worker's latest load report (unreadable ones are skipped), and the
+    autoscaler's latest decision."""
     reports = []
+    decision = None
     for kv in await client.get_prefix(load_prefix.encode()):
+        name = kv.key.decode()[len(load_prefix) :]
         try:
-            reports.append(WorkerLoad.from_json(kv.value))
+            if name == SCALE_DECISION_KEY:
+                decision = ScaleDecision.from_json(kv.value)
+            elif "/" not in name:
+                reports.append(WorkerLoad.from_json(kv.value))
         except ValueError:
-            log.warning("ignoring an unreadable load report at %s", kv.key.decode())
-    return reports
+            log.warning("ignoring an unreadable load record at %s", kv.key.decode())
+    return reports, decision
 
 
 class EtcdLoadReader:
@@ -259,28 +274,41 @@ class EtcdLoadReader:
         self._client: aetcd.Client | None = None
 
     async def cluster_load(self) -> ClusterLoad:
+        return await self._call(self._read)
+
+    async def record_scale_decision(self, decision: ScaleDecision) -> None:
+        async def put(client: aetcd.Client) -> None:
+            key = self._settings.load_prefix + SCALE_DECISION_KEY
+            await client.put(key.encode(), decision.to_json())
+
+        await self._call(put)
+
+    async def _call(self, action: Callable[[aetcd.Client], Awaitable[T]]) -> T:
         try:
             try:
-                return await self._read()
+                return await action(await self._connected())
             except aetcd.exceptions.UnauthenticatedError:
                 # The password's token is gone: etcd restarted, or the token went
                 # unused longer than etcd's --auth-token-ttl. Authenticate again, once.
                 await self.close()
-                return await self._read()
+                return await action(await self._connected())
         except (aetcd.ClientError, OSError, EtcdAccessError) as exc:
             await self.close()
             problem = etcd_access.diagnose(exc, self._settings) or repr(exc)
             raise Unavailable(f"etcd at {self._settings.endpoint}: {problem}") from exc
 
-    async def _read(self) -> ClusterLoad:
+    async def _connected(self) -> aetcd.Client:
         if self._client is None:
             self._client = await connect(self._settings.endpoint, security=self._settings.security)
-        reports = await read_load(self._client, self._settings.load_prefix)
-        view = await read_view(self._client, self._settings.prefix)
+        return self._client
+
+    async def _read(self, client: aetcd.Client) -> ClusterLoad:
+        reports, decision = await read_load(client, self._settings.load_prefix)
+        view = await read_view(client, self._settings.prefix)
         owners = tuple(
             (shard, worker, epoch) for shard, (worker, epoch) in sorted(view.owners.items())
         )
-        return ClusterLoad(tuple(reports), self._shard_count, len(view.owners), owners)
+        return ClusterLoad(tuple(reports), self._shard_count, len(view.owners), owners, decision)
 
     async def close(self) -> None:
         client, self._client = self._client, None

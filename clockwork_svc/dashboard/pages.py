@@ -322,9 +322,26 @@ class Dashboard:
             }
             for worker, owned in sorted(shards.items())
         ]
+        decision = None
+        if load.HasField("scale_decision"):
+            d = load.scale_decision
+            decision = {
+                "deployment": d.deployment,
+                "current": d.current_replicas,
+                "desired": d.desired_replicas,
+                "reason": d.reason,
+                "at": words.when(_ms(d.decide_time)),
+                "by": d.decided_by,
+                "changed": (
+                    words.when(_ms(d.last_change_time))
+                    if d.HasField("last_change_time")
+                    else "never"
+                ),
+            }
         return self._render(
             "cluster.html",
             session,
+            decision=decision,
             workers=workers,
             owners=owners,
             shard_count=load.shard_count,

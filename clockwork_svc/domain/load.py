@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from clockwork_svc.errors import InvalidArgument
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerLoad:
@@ -50,6 +52,71 @@ class WorkerLoad:
             raise ValueError(f"not a worker load report: {exc}") from exc
 
 
+MAX_REASON_CHARS = 1024
+MAX_DEPLOYMENT_CHARS = 253 * 2 + 1  # namespace/name, each a DNS name
+MAX_REPLICAS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDecision:
+    """One round of the autoscaler: the replicas it found and the ones it chose."""
+
+    deployment: str
+    current_replicas: int
+    desired_replicas: int
+    reason: str
+    decide_ms: int
+    # When the replicas last changed; None if never.
+    last_change_ms: int | None = None
+    decided_by: str = ""
+
+    @property
+    def changes(self) -> bool:
+        return self.current_replicas != self.desired_replicas
+
+    def validate(self) -> None:
+        """Raises InvalidArgument naming the first bad field."""
+        if not self.deployment or len(self.deployment) > MAX_DEPLOYMENT_CHARS:
+            raise InvalidArgument(
+                "deployment", f"must be 1 to {MAX_DEPLOYMENT_CHARS} characters (namespace/name)"
+            )
+        for name, replicas in (
+            ("current_replicas", self.current_replicas),
+            ("desired_replicas", self.desired_replicas),
+        ):
+            if not 0 <= replicas <= MAX_REPLICAS:
+                raise InvalidArgument(name, f"must be between 0 and {MAX_REPLICAS}")
+        if not self.reason or len(self.reason) > MAX_REASON_CHARS:
+            raise InvalidArgument("reason", f"must be 1 to {MAX_REASON_CHARS} characters")
+        if self.decide_ms <= 0:
+            raise InvalidArgument("decide_time", "is required")
+        if len(self.decided_by) > MAX_DEPLOYMENT_CHARS:
+            raise InvalidArgument(
+                "decided_by", f"must be at most {MAX_DEPLOYMENT_CHARS} characters"
+            )
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ScaleDecision:
+        """Raises ValueError on anything that is not a decision this version wrote."""
+        try:
+            data = json.loads(raw)
+            last = data.get("last_change_ms")
+            return cls(
+                deployment=str(data["deployment"]),
+                current_replicas=int(data["current_replicas"]),
+                desired_replicas=int(data["desired_replicas"]),
+                reason=str(data["reason"]),
+                decide_ms=int(data["decide_ms"]),
+                last_change_ms=None if last is None else int(last),
+                decided_by=str(data.get("decided_by", "")),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a scale decision: {exc}") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterLoad:
     workers: tuple[WorkerLoad, ...]
@@ -57,6 +124,8 @@ class ClusterLoad:
     shards_owned: int
     # (shard, worker id, epoch) of each owned shard, by shard.
     owners: tuple[tuple[int, str, int], ...] = ()
+    # The autoscaler's latest recorded decision, if any.
+    scale_decision: ScaleDecision | None = None
 
     @property
     def due_per_s(self) -> float:

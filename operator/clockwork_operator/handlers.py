@@ -79,7 +79,14 @@ def build_registry(config: OperatorConfig, peering_clusterwide: bool) -> kopf.Op
                 scaling.lease_duration_s,
             )
             admin = rt.clients.admin()
-            scaler = Autoscaler(scaling, rt.kube, admin.cluster_load, lambda: leader.is_leader)
+            scaler = Autoscaler(
+                scaling,
+                rt.kube,
+                admin.cluster_load,
+                lambda: leader.is_leader,
+                admin.record_scale_decision,
+                config.identity,
+            )
             rt.tasks += [
                 asyncio.create_task(leader.run(), name="autoscaler-leader"),
                 asyncio.create_task(scaler.run(), name="autoscaler"),

@@ -1,7 +1,9 @@
 """The autoscaling loop: every interval, while this operator leads, read the cluster
 load from the API, decide (autoscale.decide) and patch the worker Deployment's
 replicas, posting an Event for every change. The time of the last change is kept in
-an annotation on the Deployment, so the cool-down survives an operator fail-over."""
+an annotation on the Deployment, so the cool-down survives an operator fail-over.
+Every round's decision, a change or not, is recorded through the API
+(RecordScaleDecision), where GetClusterLoad and the dashboard show it."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from clockwork_operator.autoscale import Decision, Load, decide
 from clockwork_operator.config import AutoscaleSettings
 from clockwork_operator.kube import Kube, KubeError
-from clockwork_svc.domain.load import ClusterLoad
+from clockwork_svc.domain.load import ClusterLoad, ScaleDecision
 from clockwork_svc.errors import ClockworkError
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,16 @@ class Autoscaler:
         kube: Kube,
         read_load: Callable[[], Awaitable[ClusterLoad]],
         is_leader: Callable[[], bool],
+        record: Callable[[ScaleDecision], Awaitable[object]],
+        identity: str,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._kube = kube
         self._read_load = read_load
         self._is_leader = is_leader
+        self._record = record
+        self._identity = identity
         self._wall = wall
 
     async def run(self) -> None:
@@ -84,6 +90,21 @@ class Autoscaler:
             await self._kube.post_event(
                 s.namespace, involved, "Normal", "ScaledWorkers", message, COMPONENT
             )
+            last = now
+        record = ScaleDecision(
+            deployment=f"{s.namespace}/{s.deployment}",
+            current_replicas=deployment.replicas,
+            desired_replicas=decision.replicas,
+            reason=decision.reason,
+            decide_ms=int(now * 1000),
+            last_change_ms=None if last is None else int(last * 1000),
+            decided_by=self._identity,
+        )
+        try:
+            await self._record(record)
+        except ClockworkError as exc:
+            # Only what operators see is lost; the scaling itself is done.
+            log.warning("autoscaler: cannot record the decision: %s", exc)
         return Round(deployment.replicas, decision, load)
 
 

@@ -289,6 +289,24 @@ def test_an_admin_sees_the_cluster_and_a_bad_token_is_refused(
     assert len(browser.find_elements(By.CSS_SELECTOR, "#workers tbody tr")) == 1
     [owner] = browser.find_elements(By.CSS_SELECTOR, "#owners tbody tr")
     assert owner.find_elements(By.TAG_NAME, "td")[1].text == "0-7"
+    assert "No autoscaler has recorded a decision" in browser.find_element(By.ID, "autoscaler").text
+    # The operator records each round's decision (here over HTTP, as an admin).
+    decision = {
+        "deployment": "clockwork-system/clockwork-worker",
+        "currentReplicas": 2,
+        "desiredReplicas": 3,
+        "reason": "demand 1240.0/s needs 3",
+        "decideTime": at(timedelta(0)),
+        "lastChangeTime": at(timedelta(0)),
+        "decidedBy": "clockwork-operator-7d9f",
+    }
+    assert (
+        site.api("PUT", "/v1/cluster/scaleDecision", decision, token=ADMIN)["desiredReplicas"] == 3
+    )
+    browser.get(site.url + "/ui/cluster")
+    shown = browser.find_element(By.ID, "decision").text
+    assert shown == "2 → 3 workers: demand 1240.0/s needs 3"
+    assert "by clockwork-operator-7d9f" in browser.find_element(By.ID, "autoscaler").text
     screenshot(browser, "cluster")
     sign_in(browser, site, ACME)
     browser.get(site.url + "/ui/cluster")

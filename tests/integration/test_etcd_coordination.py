@@ -18,6 +18,7 @@ import pytest
 
 from clockwork_svc.abc import Store, SystemClock
 from clockwork_svc.coordination.etcd import EtcdCoordinator, EtcdLoadReader, cluster_status
+from clockwork_svc.domain.load import ScaleDecision
 from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing
 from clockwork_svc.domain.spec import Target
 from clockwork_svc.observability.metrics import Metrics
@@ -267,6 +268,12 @@ async def test_load_reports_follow_the_live_workers(
             assert time.monotonic() < deadline, f"reports never covered all shards: {reports}"
             await asyncio.sleep(0.2)
         assert set(reports) == {"a", "b"}
+        # The autoscaler's decision is kept beside the reports, and is not one of them.
+        decision = ScaleDecision("cw/workers", 2, 3, "demand 40.0/s needs 3", 1_000, 1_000, "op")
+        await reader.record_scale_decision(decision)
+        load = await reader.cluster_load()
+        assert load.scale_decision == decision
+        assert sorted(w.worker_id for w in load.workers) == ["a", "b"]
         await a.crash()  # its report is on its lease: gone with it
         deadline = time.monotonic() + TTL + 10
         while True:

@@ -356,6 +356,13 @@ async def test_workers_scale_with_load_and_back(stack: Stack) -> None:
     )
     reasons = [(e["reason"], e["message"]) for e in events["items"]]
     assert any(r == "ScaledWorkers" and f"-> {MAX_WORKERS}" in m for r, m in reasons), reasons
+    # Every round's decision reaches the API (GetClusterLoad, the dashboard's cluster page).
+    async with stack.admin() as admin:
+        decision = (await admin.cluster_load()).scale_decision
+    assert decision is not None
+    assert decision.deployment == f"{stack.namespace}/{stack.workers}"
+    assert decision.desired_replicas == MAX_WORKERS and decision.last_change_ms is not None
+    assert decision.decide_ms >= decision.last_change_ms
 
     await stack.sink.wait_for("/load", len(entries), timeout_s=90)
 

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/cluster.proto\x12\x10\x63lockwork.api.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n\x15GetClusterLoadRequest\"\xf9\x01\n\nWorkerLoad\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06shards\x18\x02 \x01(\r\x12\x16\n\x0e\x64ue_per_second\x18\x03 \x01(\x01\x12\x0f\n\x07overdue\x18\x04 \x01(\x04\x12\x1b\n\x13\x64ispatch_per_second\x18\x05 \x01(\x01\x12\x12\n\nlag_p50_ms\x18\x06 \x01(\x01\x12\x12\n\nlag_p99_ms\x18\x07 \x01(\x01\x12\x11\n\tin_flight\x18\x08 \x01(\r\x12\x16\n\x0ewindow_seconds\x18\t \x01(\x01\x12/\n\x0breport_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xef\x01\n\x0b\x43lusterLoad\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x1c.clockwork.api.v1.WorkerLoad\x12\x16\n\x0e\x64ue_per_second\x18\x02 \x01(\x01\x12\x1b\n\x13\x64ispatch_per_second\x18\x03 \x01(\x01\x12\x0f\n\x07overdue\x18\x04 \x01(\x04\x12\x12\n\nlag_p99_ms\x18\x05 \x01(\x01\x12\x13\n\x0bshard_count\x18\x06 \x01(\r\x12\x14\n\x0cshards_owned\x18\x07 \x01(\r\x12,\n\x06owners\x18\x08 \x03(\x0b\x32\x1c.clockwork.api.v1.ShardOwner\"=\n\nShardOwner\x12\r\n\x05shard\x18\x01 \x01(\r\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x32\x84\x01\n\x0e\x43lusterService\x12r\n\x0eGetClusterLoad\x12\'.clockwork.api.v1.GetClusterLoadRequest\x1a\x1d.clockwork.api.v1.ClusterLoad\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/cluster/loadb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"clockwork_svc/api/v1/cluster.proto\x12\x10\x63lockwork.api.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n\x15GetClusterLoadRequest\"\xf9\x01\n\nWorkerLoad\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06shards\x18\x02 \x01(\r\x12\x16\n\x0e\x64ue_per_second\x18\x03 \x01(\x01\x12\x0f\n\x07overdue\x18\x04 \x01(\x04\x12\x1b\n\x13\x64ispatch_per_second\x18\x05 \x01(\x01\x12\x12\n\nlag_p50_ms\x18\x06 \x01(\x01\x12\x12\n\nlag_p99_ms\x18\x07 \x01(\x01\x12\x11\n\tin_flight\x18\x08 \x01(\r\x12\x16\n\x0ewindow_seconds\x18\t \x01(\x01\x12/\n\x0breport_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa8\x02\n\x0b\x43lusterLoad\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x1c.clockwork.api.v1.WorkerLoad\x12\x16\n\x0e\x64ue_per_second\x18\x02 \x01(\x01\x12\x1b\n\x13\x64ispatch_per_second\x18\x03 \x01(\x01\x12\x0f\n\x07overdue\x18\x04 \x01(\x04\x12\x12\n\nlag_p99_ms\x18\x05 \x01(\x01\x12\x13\n\x0bshard_count\x18\x06 \x01(\r\x12\x14\n\x0cshards_owned\x18\x07 \x01(\r\x12,\n\x06owners\x18\x08 \x03(\x0b\x32\x1c.clockwork.api.v1.ShardOwner\x12\x37\n\x0escale_decision\x18\t \x01(\x0b\x32\x1f.clockwork.api.v1.ScaleDecision\"\xe2\x01\n\rScaleDecision\x12\x12\n\ndeployment\x18\x01 \x01(\t\x12\x18\n\x10\x63urrent_replicas\x18\x02 \x01(\r\x12\x18\n\x10\x64\x65sired_replicas\x18\x03 \x01(\r\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12/\n\x0b\x64\x65\x63ide_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_change_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ndecided_by\x18\x07 \x01(\t\"=\n\nShardOwner\x12\r\n\x05shard\x18\x01 \x01(\r\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x32\x83\x02\n\x0e\x43lusterService\x12r\n\x0eGetClusterLoad\x12\'.clockwork.api.v1.GetClusterLoadRequest\x1a\x1d.clockwork.api.v1.ClusterLoad\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/cluster/load\x12}\n\x13RecordScaleDecision\x12\x1f.clockwork.api.v1.ScaleDecision\x1a\x1f.clockwork.api.v1.ScaleDecision\"$\x82\xd3\xe4\x93\x02\x1e\x1a\x19/v1/cluster/scaleDecision:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,14 +35,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CLUSTERSERVICE'].methods_by_name['GetClusterLoad']._loaded_options = None
   _globals['_CLUSTERSERVICE'].methods_by_name['GetClusterLoad']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/cluster/load'
+  _globals['_CLUSTERSERVICE'].methods_by_name['RecordScaleDecision']._loaded_options = None
+  _globals['_CLUSTERSERVICE'].methods_by_name['RecordScaleDecision']._serialized_options = b'\202\323\344\223\002\036\032\031/v1/cluster/scaleDecision:\001*'
   _globals['_GETCLUSTERLOADREQUEST']._serialized_start=119
   _globals['_GETCLUSTERLOADREQUEST']._serialized_end=142
   _globals['_WORKERLOAD']._serialized_start=145
   _globals['_WORKERLOAD']._serialized_end=394
   _globals['_CLUSTERLOAD']._serialized_start=397
-  _globals['_CLUSTERLOAD']._serialized_end=636
-  _globals['_SHARDOWNER']._serialized_start=638
-  _globals['_SHARDOWNER']._serialized_end=699
-  _globals['_CLUSTERSERVICE']._serialized_start=702
-  _globals['_CLUSTERSERVICE']._serialized_end=834
+  _globals['_CLUSTERLOAD']._serialized_end=693
+  _globals['_SCALEDECISION']._serialized_start=696
+  _globals['_SCALEDECISION']._serialized_end=922
+  _globals['_SHARDOWNER']._serialized_start=924
+  _globals['_SHARDOWNER']._serialized_end=985
+  _globals['_CLUSTERSERVICE']._serialized_start=988
+  _globals['_CLUSTERSERVICE']._serialized_end=1247
 # @@protoc_insertion_point(module_scope)

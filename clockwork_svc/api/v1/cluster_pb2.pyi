@@ -106,6 +106,7 @@ class ClusterLoad(_message.Message):
     SHARD_COUNT_FIELD_NUMBER: _builtins.int
     SHARDS_OWNED_FIELD_NUMBER: _builtins.int
     OWNERS_FIELD_NUMBER: _builtins.int
+    SCALE_DECISION_FIELD_NUMBER: _builtins.int
     due_per_second: _builtins.float
     """Sums over the workers (rates and counts) or the worst worker (lag)."""
     dispatch_per_second: _builtins.float
@@ -122,6 +123,10 @@ class ClusterLoad(_message.Message):
         takes over), by shard.
         """
 
+    @_builtins.property
+    def scale_decision(self) -> Global___ScaleDecision:
+        """The autoscaler's latest decision, if an autoscaler has recorded one."""
+
     def __init__(
         self,
         *,
@@ -133,14 +138,67 @@ class ClusterLoad(_message.Message):
         shard_count: _builtins.int = ...,
         shards_owned: _builtins.int = ...,
         owners: _abc.Iterable[Global___ShardOwner] | None = ...,
+        scale_decision: Global___ScaleDecision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["scale_decision", b"scale_decision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch_per_second", b"dispatch_per_second", "due_per_second", b"due_per_second", "lag_p99_ms", b"lag_p99_ms", "overdue", b"overdue", "owners", b"owners", "shard_count", b"shard_count", "shards_owned", b"shards_owned", "workers", b"workers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dispatch_per_second", b"dispatch_per_second", "due_per_second", b"due_per_second", "lag_p99_ms", b"lag_p99_ms", "overdue", b"overdue", "owners", b"owners", "scale_decision", b"scale_decision", "shard_count", b"shard_count", "shards_owned", b"shards_owned", "workers", b"workers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClusterLoad: _TypeAlias = ClusterLoad  # noqa: Y015
+
+@_typing.final
+class ScaleDecision(_message.Message):
+    """One round of the autoscaler: the worker Deployment's replicas it found, the
+    replicas it chose (the same when it holds), and why.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPLOYMENT_FIELD_NUMBER: _builtins.int
+    CURRENT_REPLICAS_FIELD_NUMBER: _builtins.int
+    DESIRED_REPLICAS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DECIDE_TIME_FIELD_NUMBER: _builtins.int
+    LAST_CHANGE_TIME_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    deployment: _builtins.str
+    """The worker Deployment, "namespace/name". Required."""
+    current_replicas: _builtins.int
+    desired_replicas: _builtins.int
+    reason: _builtins.str
+    """Required, at most 1,024 characters."""
+    decided_by: _builtins.str
+    """Who decided (the operator's identity)."""
+    @_builtins.property
+    def decide_time(self) -> _timestamp_pb2.Timestamp:
+        """When the round ran. Required."""
+
+    @_builtins.property
+    def last_change_time(self) -> _timestamp_pb2.Timestamp:
+        """When the replicas last changed (the Deployment's clockwork.io/last-scale-time);
+        unset if never.
+        """
+
+    def __init__(
+        self,
+        *,
+        deployment: _builtins.str = ...,
+        current_replicas: _builtins.int = ...,
+        desired_replicas: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        decide_time: _timestamp_pb2.Timestamp | None = ...,
+        last_change_time: _timestamp_pb2.Timestamp | None = ...,
+        decided_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decide_time", b"decide_time", "last_change_time", b"last_change_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_replicas", b"current_replicas", "decide_time", b"decide_time", "decided_by", b"decided_by", "deployment", b"deployment", "desired_replicas", b"desired_replicas", "last_change_time", b"last_change_time", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScaleDecision: _TypeAlias = ScaleDecision  # noqa: Y015
 
 @_typing.final
 class ShardOwner(_message.Message):

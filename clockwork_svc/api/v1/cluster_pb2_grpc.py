@@ -39,6 +39,11 @@ class ClusterServiceStub:
                 request_serializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.GetClusterLoadRequest.SerializeToString,
                 response_deserializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ClusterLoad.FromString,
                 _registered_method=True)
+        self.RecordScaleDecision = channel.unary_unary(
+                '/clockwork.api.v1.ClusterService/RecordScaleDecision',
+                request_serializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.SerializeToString,
+                response_deserializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -53,6 +58,15 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordScaleDecision(self, request, context):
+        """Records the autoscaler's decision of its latest round (the Kubernetes operator
+        calls it every round, whether or not the replica count changes), so that
+        GetClusterLoad and the dashboard show it. The latest one replaces the previous.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -60,6 +74,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.GetClusterLoad,
                     request_deserializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.GetClusterLoadRequest.FromString,
                     response_serializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ClusterLoad.SerializeToString,
+            ),
+            'RecordScaleDecision': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordScaleDecision,
+                    request_deserializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.FromString,
+                    response_serializer=clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +108,33 @@ class ClusterService:
             '/clockwork.api.v1.ClusterService/GetClusterLoad',
             clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.GetClusterLoadRequest.SerializeToString,
             clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ClusterLoad.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordScaleDecision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/clockwork.api.v1.ClusterService/RecordScaleDecision',
+            clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.SerializeToString,
+            clockwork__svc_dot_api_dot_v1_dot_cluster__pb2.ScaleDecision.FromString,
             options,
             channel_credentials,
             insecure,

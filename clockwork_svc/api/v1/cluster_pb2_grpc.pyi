@@ -39,6 +39,11 @@ class ClusterServiceStub:
     seconds (under their etcd lease, so a dead worker's report disappears with it);
     a server without etcd (`clockwork dev`) reports its own in-process worker.
     """
+    RecordScaleDecision: _grpc.UnaryUnaryMultiCallable[_cluster_pb2.ScaleDecision, _cluster_pb2.ScaleDecision]
+    """Records the autoscaler's decision of its latest round (the Kubernetes operator
+    calls it every round, whether or not the replica count changes), so that
+    GetClusterLoad and the dashboard show it. The latest one replaces the previous.
+    """
 
 @_typing.type_check_only
 class ClusterServiceAsyncStub(ClusterServiceStub):
@@ -47,6 +52,11 @@ class ClusterServiceAsyncStub(ClusterServiceStub):
     """The load reported by every live worker, and its sum. Workers report every few
     seconds (under their etcd lease, so a dead worker's report disappears with it);
     a server without etcd (`clockwork dev`) reports its own in-process worker.
+    """
+    RecordScaleDecision: _aio.UnaryUnaryMultiCallable[_cluster_pb2.ScaleDecision, _cluster_pb2.ScaleDecision]  # type: ignore[assignment]
+    """Records the autoscaler's decision of its latest round (the Kubernetes operator
+    calls it every round, whether or not the replica count changes), so that
+    GetClusterLoad and the dashboard show it. The latest one replaces the previous.
     """
 
 class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -59,6 +69,17 @@ class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
         """The load reported by every live worker, and its sum. Workers report every few
         seconds (under their etcd lease, so a dead worker's report disappears with it);
         a server without etcd (`clockwork dev`) reports its own in-process worker.
+        """
+
+    @_abc_1.abstractmethod
+    def RecordScaleDecision(
+        self,
+        request: _cluster_pb2.ScaleDecision,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.ScaleDecision, _abc.Awaitable[_cluster_pb2.ScaleDecision]]:
+        """Records the autoscaler's decision of its latest round (the Kubernetes operator
+        calls it every round, whether or not the replica count changes), so that
+        GetClusterLoad and the dashboard show it. The latest one replaces the previous.
         """
 
 def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -28,7 +28,7 @@ from clockwork_svc.api.v1.model import (
 from clockwork_svc.domain import labels as label_rules
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.labels import Labels
-from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.domain.load import ClusterLoad, ScaleDecision, WorkerLoad
 from clockwork_svc.domain.model import (
     DEFAULT_RESPONSE_CAPTURE_BYTES,
     Backfilled,
@@ -786,6 +786,9 @@ def cluster_load_to_pb(load: ClusterLoad) -> cluster_pb2.ClusterLoad:
             cluster_pb2.ShardOwner(shard=shard, worker_id=worker, epoch=epoch)
             for shard, worker, epoch in load.owners
         ],
+        scale_decision=(
+            None if load.scale_decision is None else scale_decision_to_pb(load.scale_decision)
+        ),
     )
 
 
@@ -807,6 +810,45 @@ def cluster_load_from_pb(load: cluster_pb2.ClusterLoad) -> ClusterLoad:
         for w in load.workers
     )
     owners = tuple((o.shard, o.worker_id, o.epoch) for o in load.owners)
-    return ClusterLoad(
-        workers, shard_count=load.shard_count, shards_owned=load.shards_owned, owners=owners
+    decision = (
+        scale_decision_from_pb(load.scale_decision) if load.HasField("scale_decision") else None
     )
+    return ClusterLoad(
+        workers,
+        shard_count=load.shard_count,
+        shards_owned=load.shards_owned,
+        owners=owners,
+        scale_decision=decision,
+    )
+
+
+def scale_decision_to_pb(d: ScaleDecision) -> cluster_pb2.ScaleDecision:
+    return cluster_pb2.ScaleDecision(
+        deployment=d.deployment,
+        current_replicas=d.current_replicas,
+        desired_replicas=d.desired_replicas,
+        reason=d.reason,
+        decide_time=ms_to_ts(d.decide_ms),
+        last_change_time=None if d.last_change_ms is None else ms_to_ts(d.last_change_ms),
+        decided_by=d.decided_by,
+    )
+
+
+def scale_decision_from_pb(d: cluster_pb2.ScaleDecision) -> ScaleDecision:
+    """Validated: InvalidArgument names the first bad field."""
+    if not d.HasField("decide_time"):
+        raise InvalidArgument("decide_time", "is required")
+    last = (
+        ts_to_ms(d.last_change_time, "last_change_time") if d.HasField("last_change_time") else None
+    )
+    decision = ScaleDecision(
+        deployment=d.deployment,
+        current_replicas=d.current_replicas,
+        desired_replicas=d.desired_replicas,
+        reason=d.reason,
+        decide_ms=ts_to_ms(d.decide_time, "decide_time"),
+        last_change_ms=last,
+        decided_by=d.decided_by,
+    )
+    decision.validate()
+    return decision

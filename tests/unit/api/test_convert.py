@@ -5,6 +5,7 @@ CLI prints `--json` from that message)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import grpc
 import pytest
@@ -22,7 +23,7 @@ from clockwork_svc.api.v1.model import (
     TokenIssued,
 )
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.load import ClusterLoad, WorkerLoad
+from clockwork_svc.domain.load import ClusterLoad, ScaleDecision, WorkerLoad
 from clockwork_svc.domain.model import (
     Created,
     DeadLetter,
@@ -269,7 +270,39 @@ def test_cluster_load_round_trips_in_worker_order() -> None:
     assert back.workers == (worker("w-a", 4.0), worker("w-b", 1.25))
     assert (back.due_per_s, back.overdue, back.lag_p99_ms) == (5.25, 2, 99.5)
     assert back.owners == owners
+    assert back.scale_decision is None
     assert_message_round_trips(message, convert.cluster_load_to_pb(back))
+
+
+def test_a_scale_decision_round_trips_with_the_load() -> None:
+    decision = ScaleDecision("cw/workers", 2, 3, "demand 40.0/s needs 3", T0, None, "op-1")
+    load = ClusterLoad((), shard_count=8, shards_owned=8, scale_decision=decision)
+    back = convert.cluster_load_from_pb(convert.cluster_load_to_pb(load))
+    assert back.scale_decision == decision
+    held = dataclasses.replace(decision, current_replicas=3, last_change_ms=T0 - 5_000)
+    assert convert.scale_decision_from_pb(convert.scale_decision_to_pb(held)) == held
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"deployment": ""}, "deployment"),
+        ({"reason": ""}, "reason"),
+        ({"reason": "x" * 1025}, "reason"),
+        ({"desired_replicas": 100_001}, "desired_replicas"),
+        ({"decided_by": "x" * 600}, "decided_by"),
+    ],
+)
+def test_a_bad_scale_decision_names_its_field(change: dict[str, Any], field: str) -> None:
+    good = ScaleDecision("cw/workers", 2, 3, "demand", T0)
+    message = convert.scale_decision_to_pb(dataclasses.replace(good, **change))
+    with pytest.raises(InvalidArgument) as raised:
+        convert.scale_decision_from_pb(message)
+    assert raised.value.field == field
+    message = convert.scale_decision_to_pb(good)
+    message.ClearField("decide_time")
+    with pytest.raises(InvalidArgument, match="decide_time"):
+        convert.scale_decision_from_pb(message)
 
 
 def test_a_reply_with_an_unknown_state_is_refused() -> None:

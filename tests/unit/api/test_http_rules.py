@@ -45,6 +45,7 @@ def test_a_path_variable_must_be_a_string_field_of_the_request() -> None:
         ("PUT", "/v1/tenants/acme/limits", "SetTenantLimits", {"name": "acme"}),
         ("POST", "/v1/tenants/acme:pause", "PauseTenant", {"name": "acme"}),
         ("GET", "/v1/cluster/load", "GetClusterLoad", {}),
+        ("PUT", "/v1/cluster/scaleDecision", "RecordScaleDecision", {}),
     ],
 )
 def test_paths_resolve_to_their_rpc(

@@ -6,6 +6,7 @@ from clockwork_svc.domain.load import (
     ClusterLoad,
     DueCounter,
     LoadTracker,
+    ScaleDecision,
     WorkerLoad,
     percentile,
 )
@@ -94,3 +95,12 @@ def test_cluster_sums_rates_and_takes_the_worst_lag() -> None:
     assert (cluster.due_per_s, cluster.dispatch_per_s, cluster.overdue) == (15.0, 12.0, 3)
     assert cluster.lag_p99_ms == 90.0
     assert ClusterLoad((), 4, 0).lag_p99_ms == 0.0
+
+
+def test_a_scale_decision_survives_json_and_bad_records_are_refused() -> None:
+    decision = ScaleDecision("cw/workers", 2, 3, "demand 40.0/s needs 3", 1_000, 900, "op-1")
+    assert ScaleDecision.from_json(decision.to_json()) == decision
+    assert decision.changes and not ScaleDecision("d", 2, 2, "fits", 1).changes
+    for junk in (b"", b"[]", b'{"deployment": "d"}', b"\xff"):
+        with pytest.raises(ValueError, match="not a scale decision"):
+            ScaleDecision.from_json(junk)
