@@ -34,7 +34,8 @@ _SCHEDULER = "/clockwork.api.v1.SchedulerService/"
 _CLUSTER = "/clockwork.api.v1.ClusterService/GetClusterLoad"
 PAGE_SIZE = 50
 # ListSchedules calls one page may make to fill itself when a filter matches sparsely,
-# and the time after which it makes no more (the page then links to the rest).
+# and the time its calls should end within: it makes no call that, as long as the last
+# one, would end later (the page then links to the rest).
 FILL_CALLS = 8
 FILL_BUDGET_S = 0.15
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -154,20 +155,25 @@ class Dashboard:
         )
         if state in _STATES:
             listing.states.append(pb.ScheduleState.Value(state))
+        started = time.monotonic()
         reply = await self._call(session, "ListSchedules", listing)
         found = list(reply.schedules)
         # A filtered call looks at a bounded number of schedules and may answer short:
-        # follow its token to fill the page, within a time budget.
-        deadline = time.monotonic() + FILL_BUDGET_S
+        # follow its token to fill the page, while another call like the last one
+        # still ends within the time budget.
+        deadline = started + FILL_BUDGET_S
+        last_s = time.monotonic() - started
         for _ in range(FILL_CALLS - 1):
             if len(found) >= PAGE_SIZE or not reply.next_page_token:
                 break
-            if time.monotonic() > deadline:
+            began = time.monotonic()
+            if began + last_s > deadline:
                 break
             listing.page_token = reply.next_page_token
             listing.page_size = PAGE_SIZE - len(found)
             reply = await self._call(session, "ListSchedules", listing)
             found += reply.schedules
+            last_s = time.monotonic() - began
         rows = [_schedule_row(s) for s in found]
         next_page = ""
         if reply.next_page_token:

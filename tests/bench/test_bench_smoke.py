@@ -308,4 +308,5 @@ def test_dashboard(tmp_path: Path) -> None:
         "bench.dashboard", tmp_path, "--schedules", "600", "--dead-letters", "40", "--reps", "2"
     )
     pages = {row["page"]: row for row in report["pages"]}
-    assert len(pages) == 9 and pages["schedules, first page"]["kB"] > 5
+    assert len(pages) == 10 and pages["schedules, first page"]["kB"] > 5
+    assert pages["schedules, label selector (1 in 10)"]["kB"] > 5  # a full page of 50

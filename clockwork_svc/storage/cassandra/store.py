@@ -946,7 +946,12 @@ class CassandraStore:
         equalities = query.selector.equalities() if query.selector else []
         terms = labels_codec.encode(tuple(equalities[:_SEARCH_INDEXED_TERMS]))
         statement = await self._search_statement(len(terms))
-        batch = max(16, min(500, limit))
+        # Each partition's batch: when whatever the index returns matches (no state to
+        # check, every selector term indexed), a page's worth spread over the
+        # partitions; otherwise a page's worth from each, as most rows may not match.
+        indexed = query.selector is None or len(query.selector.requirements) == len(terms)
+        likely = limit * 2 // rows.SCHEDULE_PARTS if indexed and not query.states else limit
+        batch = max(16, min(500, likely))
         start, after = query.start(after_key), after_key
         open_parts = list(range(rows.SCHEDULE_PARTS))
         found: list[Schedule] = []
@@ -982,14 +987,18 @@ class CassandraStore:
             keys = [
                 r["key"] for r in candidates if r["key"] != after and _candidate_matches(r, query)
             ]
-            fetched = await bridge.gather_bounded(
-                (self._schedule_reads.get(tenant, k) for k in keys), _MAX_IN_FLIGHT
-            )
-            for row in fetched:
-                if rows.is_schedule(row) and query.matches(schedule := rows.schedule(row)):
-                    found.append(schedule)
-                    if len(found) == limit:
-                        return SearchPage(tuple(found), schedule.key)
+            # Read in full only as many candidates as the page still needs (in key
+            # order); more only when some no longer match.
+            while keys:
+                wanted, keys = keys[: limit - len(found)], keys[limit - len(found) :]
+                fetched = await bridge.gather_bounded(
+                    (self._schedule_reads.get(tenant, k) for k in wanted), _MAX_IN_FLIGHT
+                )
+                for row in fetched:
+                    if rows.is_schedule(row) and query.matches(schedule := rows.schedule(row)):
+                        found.append(schedule)
+                        if len(found) == limit:
+                            return SearchPage(tuple(found), schedule.key)
             if frontier is None:
                 return SearchPage(tuple(found), None)
             start = after = frontier
