@@ -23,6 +23,7 @@ import pytest_asyncio
 
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.load import ScaleDecision
 from clockwork_svc.domain.model import ScheduleState
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from tests.conftest import require_server
@@ -356,12 +357,19 @@ async def test_workers_scale_with_load_and_back(stack: Stack) -> None:
     )
     reasons = [(e["reason"], e["message"]) for e in events["items"]]
     assert any(r == "ScaledWorkers" and f"-> {MAX_WORKERS}" in m for r, m in reasons), reasons
-    # Every round's decision reaches the API (GetClusterLoad, the dashboard's cluster page).
-    async with stack.admin() as admin:
-        decision = (await admin.cluster_load()).scale_decision
-    assert decision is not None
+    # Every round's decision reaches the API (GetClusterLoad, the dashboard's cluster
+    # page), recorded just after the round's scaling.
+    decisions: list[ScaleDecision | None] = []
+
+    async def recorded() -> bool:
+        async with stack.admin() as admin:
+            decisions.append((await admin.cluster_load()).scale_decision)
+        return decisions[-1] is not None and decisions[-1].desired_replicas == MAX_WORKERS
+
+    await eventually(recorded, 10, f"a recorded decision of {MAX_WORKERS} workers")
+    decision = decisions[-1]
+    assert decision is not None and decision.last_change_ms is not None
     assert decision.deployment == f"{stack.namespace}/{stack.workers}"
-    assert decision.desired_replicas == MAX_WORKERS and decision.last_change_ms is not None
     assert decision.decide_ms >= decision.last_change_ms
 
     await stack.sink.wait_for("/load", len(entries), timeout_s=90)
