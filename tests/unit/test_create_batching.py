@@ -119,3 +119,19 @@ async def test_a_caller_cancelled_while_queued_is_not_sent() -> None:
     assert (await first).schedule.key == "k1"
     assert (await queued[1]).schedule.key == "k3"
     assert recorder.calls == [("a", ["k1"]), ("a", ["k3"])]
+
+
+async def test_creates_arriving_during_a_batch_go_out_together_as_the_next() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = CreateBatcher(recorder, max_batch=10)
+    first = asyncio.create_task(batcher.create("a", NewSchedule("k0", spec())))
+    await recorder.called.wait()  # k0's batch is in flight
+    later = [
+        asyncio.create_task(batcher.create("a", NewSchedule(f"k{i}", spec()))) for i in (1, 2, 3)
+    ]
+    await asyncio.sleep(0)
+    assert recorder.calls == [("a", ["k0"])]  # nothing more until k0's batch is answered
+    recorder.release.set()
+    await asyncio.gather(first, *later)
+    assert recorder.calls == [("a", ["k0"]), ("a", ["k1", "k2", "k3"])]
