@@ -265,7 +265,7 @@ class Dashboard:
                 "attempts": d.attempts,
                 "status_code": d.last_status_code,
                 "error": d.last_error,
-                "redriven": words.when(_ms(d.redrive_time)) if d.HasField("redrive_time") else "",
+                "redriven": _when(d, "redrive_time"),
             }
             for d in reply.dead_letters
         ]
@@ -338,11 +338,7 @@ class Dashboard:
                 "reason": d.reason,
                 "at": words.when(_ms(d.decide_time)),
                 "by": d.decided_by,
-                "changed": (
-                    words.when(_ms(d.last_change_time))
-                    if d.HasField("last_change_time")
-                    else "never"
-                ),
+                "changed": _when(d, "last_change_time", absent="never"),
             }
         return self._render(
             "cluster.html",
@@ -406,6 +402,11 @@ def _ms(stamp: Any) -> int:
     return int(stamp.ToMilliseconds())
 
 
+def _when(message: Any, name: str, absent: str = "") -> str:
+    """A message's optional timestamp field in words; `absent` when it is not set."""
+    return words.when(_ms(getattr(message, name))) if message.HasField(name) else absent
+
+
 def _time_ms(text: str, field: str) -> int:
     try:
         return durations.parse_time_ms(text)
@@ -420,8 +421,8 @@ def _schedule_row(s: pb.Schedule) -> dict[str, Any]:
         "link": "/ui/schedule?" + urllib.parse.urlencode({"key": s.key}),
         "trigger": words.trigger(convert.spec_from_pb(s.spec).trigger),
         "state": pb.ScheduleState.Name(s.state),
-        "next": words.when(_ms(s.next_fire_time)) if s.HasField("next_fire_time") else "",
-        "last": words.when(_ms(s.last_fire_time)) if s.HasField("last_fire_time") else "",
+        "next": _when(s, "next_fire_time"),
+        "last": _when(s, "last_fire_time"),
         "outcome": outcome.removeprefix("OUTCOME_").lower() if outcome else "",
         "fired": s.fired_count,
         "note": s.pause_note,
@@ -431,7 +432,7 @@ def _schedule_row(s: pb.Schedule) -> dict[str, Any]:
 def _execution_row(e: pb.Execution) -> dict[str, Any]:
     lag = _ms(e.start_time) - _ms(e.due_time) if e.HasField("start_time") else None
     return {
-        "started": words.when(_ms(e.start_time)) if e.HasField("start_time") else "",
+        "started": _when(e, "start_time"),
         "attempt": e.attempt,
         "outcome": pb.Outcome.Name(e.outcome).removeprefix("OUTCOME_").lower(),
         "status_code": e.status_code or "",

@@ -823,31 +823,29 @@ def cluster_load_from_pb(load: cluster_pb2.ClusterLoad) -> ClusterLoad:
 
 
 def scale_decision_to_pb(d: ScaleDecision) -> cluster_pb2.ScaleDecision:
-    return cluster_pb2.ScaleDecision(
+    out = cluster_pb2.ScaleDecision(
         deployment=d.deployment,
         current_replicas=d.current_replicas,
         desired_replicas=d.desired_replicas,
         reason=d.reason,
         decide_time=ms_to_ts(d.decide_ms),
-        last_change_time=None if d.last_change_ms is None else ms_to_ts(d.last_change_ms),
         decided_by=d.decided_by,
     )
+    _set_opt_ts(out, "last_change_time", d.last_change_ms)
+    return out
 
 
 def scale_decision_from_pb(d: cluster_pb2.ScaleDecision) -> ScaleDecision:
     """Validated: InvalidArgument names the first bad field."""
     if not d.HasField("decide_time"):
         raise InvalidArgument("decide_time", "is required")
-    last = (
-        ts_to_ms(d.last_change_time, "last_change_time") if d.HasField("last_change_time") else None
-    )
     decision = ScaleDecision(
         deployment=d.deployment,
         current_replicas=d.current_replicas,
         desired_replicas=d.desired_replicas,
         reason=d.reason,
         decide_ms=ts_to_ms(d.decide_time, "decide_time"),
-        last_change_ms=last,
+        last_change_ms=_opt_ts(d, "last_change_time", "last_change_time"),
         decided_by=d.decided_by,
     )
     decision.validate()
