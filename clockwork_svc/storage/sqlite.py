@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import labels as labels_codec
@@ -127,7 +127,7 @@ class SqliteStore:
         self._layout: ClusterLayout | None = None
 
     @classmethod
-    async def open(cls, path: Path, default_layout: ClusterLayout) -> SqliteStore:
+    async def open(cls, path: Path, default_layout: ClusterLayout) -> Self:
         """Open (creating if needed) the database; the layout is fixed at creation."""
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
         loop = asyncio.get_running_loop()

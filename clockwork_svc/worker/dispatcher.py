@@ -106,6 +106,7 @@ class Dispatcher:
         held_ms: int = 0,
         until_due: Callable[[], Awaitable[None]] | None = None,
         skip: bool = False,
+        delivered: Callable[[], None] | None = None,
     ) -> Outcome | None:
         """Process one firing; returns its outcome, or None if it was superseded.
 
@@ -114,7 +115,9 @@ class Dispatcher:
         waits there; it raises to put the firing back untouched (nothing is written
         before it returns). `skip`: the schedule's previous delivery is still running
         and its overlap policy is SKIP: the firing is planned (the timetable goes on)
-        and recorded SKIPPED, not sent.
+        and recorded SKIPPED, not sent. `delivered`, if given, is called once the
+        delivery has returned, before its record is written: the target is free
+        again, so the caller can hand the tenant's turn to its next firing.
 
         Raises StoreUnavailable if the store fails; the caller retries the firing.
         """
@@ -134,6 +137,8 @@ class Dispatcher:
             self._observer.missed(firing.tenant, "overlap")
         else:
             result = await self._deliver(turn)
+            if delivered is not None:
+                delivered()
         await self._record(turn, result)
         self._observer.finished(firing, result.settled.execution)
         return result.settled.execution.outcome

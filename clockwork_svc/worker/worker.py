@@ -329,12 +329,24 @@ class Worker:
 
     async def _deliver(self, item: Pending) -> None:
         firing, scanner = item.firing, item.scanner
+        # The tenant's turn (its concurrency limit and share of the slots) counts
+        # deliveries: it passes on as soon as the delivery returns, while this firing's
+        # record and `done` are written (they load the store, not the tenant's target).
+        turn_open = not item.skip  # a skipped firing never took a turn (`_admitted`)
+
+        def release_turn() -> None:
+            nonlocal turn_open
+            if turn_open:
+                turn_open = False
+                self._unblock(firing.tenant)
+
         try:
             outcome = await self._dispatcher.handle(
                 firing,
                 held_ms=item.held_ms,
                 until_due=lambda: self._until_due(item),
                 skip=item.skip,
+                delivered=release_turn,
             )
             scanner.finished(firing)
             if planning.sequence_key(firing) and not item.skip:
@@ -358,10 +370,10 @@ class Worker:
             self._retry_later(item)
         finally:
             self._slots.release()
-            if item.skip:  # it never took a tenant's turn (`_admitted`)
+            if item.skip:
                 self._release_blocked(firing.tenant)
             else:
-                self._unblock(firing.tenant)
+                release_turn()
 
     async def _until_due(self, item: Pending) -> None:
         """Wait for the firing's due time (its schedule was read ahead), then check
