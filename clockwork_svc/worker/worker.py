@@ -10,7 +10,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import enum
 import logging
 import math
 from collections.abc import Callable
@@ -37,16 +36,6 @@ log = logging.getLogger(__name__)
 # While dispatch is not allowed, a due firing is looked at again this much later.
 _PAUSED_RECHECK_MS = 100
 
-_AHEAD_PER_SLOT = 4
-"""Places for firings between their read-ahead and their due time, per delivery slot.
-At a steady rate R a worker has R x READ_AHEAD_MS firings waiting for their due time
-(R x 0.25 s): 4 x 512 places cover 8,000 firings/s, so the read-ahead is never what
-bounds a worker's rate."""
-
-_TURN_RECHECK_S = 1.0
-"""A firing waiting for its tenant's delivery turn is woken when one of the tenant's
-deliveries returns; it also looks again this often (its limit may have been raised)."""
-
 
 class _NotNow(Exception):
     """Raised while a read-ahead firing waits for its due time: its shard was dropped,
@@ -56,7 +45,6 @@ class _NotNow(Exception):
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     scan: ScanSettings = field(default_factory=ScanSettings)
-    # Firings past their due time in progress (delivery, then record and `done`).
     max_concurrent_deliveries: int = 512
     # The fraction of those one tenant may hold (a hung endpoint ties up no more).
     max_tenant_share: float = 0.5
@@ -109,25 +97,18 @@ class Worker:
         self._metrics = metrics
         self._queue: DueQueue[Pending] = DueQueue(clock.now_ms)
         self._tenants = tenants
-        ahead_places = settings.max_concurrent_deliveries * _AHEAD_PER_SLOT
         self._gates = TenantGates(
-            cap=max(1, math.floor(settings.max_concurrent_deliveries * settings.max_tenant_share)),
-            ahead_cap=max(1, math.floor(ahead_places * settings.max_tenant_share)),
+            max(1, math.floor(settings.max_concurrent_deliveries * settings.max_tenant_share))
         )
         self._sequencer: OrderingSequencer[Pending] = OrderingSequencer(store)
-        # Per tenant: firings waiting for a place ahead (not read yet); firings waiting
-        # for a delivery turn at their due time; firings held while paused.
+        # Per tenant: firings waiting for a concurrency slot; firings held while paused.
         self._blocked: dict[str, collections.deque[Pending]] = {}
-        self._turn_waiters: dict[str, collections.deque[asyncio.Future[None]]] = {}
         self._held: dict[str, list[tuple[Pending, int]]] = {}
         self._scanners: dict[int, ShardScanner] = {}
         self._scan_tasks: dict[int, asyncio.Task[None]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
         self._in_flight: dict[int, set[asyncio.Task[None]]] = {}
         self._may_dispatch = may_dispatch
-        # A firing holds a place ahead from the due queue to its due time, then a
-        # delivery slot until it is done.
-        self._ahead = asyncio.Semaphore(ahead_places)
         self._slots = asyncio.Semaphore(settings.max_concurrent_deliveries)
         self._dispatcher = Dispatcher(
             store, sink, clock, FiringObserver(metrics), self.offer, tenants, tracing=tracing
@@ -188,8 +169,6 @@ class Worker:
         task = self._scan_tasks.pop(shard, None)
         if scanner is not None:
             scanner.active = False
-            # Its firings waiting for a delivery turn stop waiting (`_delivery_turn`).
-            self._wake_all_turns()
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -273,7 +252,7 @@ class Worker:
             elif not admitted:
                 return  # parked until the key's previous delivery resolves
         if item.skip or await self._admitted(item):
-            await self._ahead.acquire()
+            await self._slots.acquire()
             self._load.dispatched(max(0, self._clock.now_ms() - item.firing.fire_at_ms))
             task = asyncio.create_task(
                 self._deliver(item), name=f"fire-{item.firing.firing_id[:12]}"
@@ -320,10 +299,14 @@ class Worker:
                     held = item.held_ms + now_ms - since_ms
                     self._push(now_ms, dataclasses.replace(item, held_ms=held, draining=True))
 
+    def _unblock(self, tenant: str) -> None:
+        self._gates.finished(tenant)
+        self._release_blocked(tenant)
+
     def _release_blocked(self, tenant: str) -> None:
         """Put the tenant's next parked firing back in the queue. One of a dropped shard
-        is discarded on the way: released, it would take the place another firing
-        freed and start nothing, and the rest could wait for a place never freed."""
+        is discarded on the way: released, it would take the turn a delivery freed
+        and start nothing, and the rest could wait for a delivery that never ends."""
         waiting = self._blocked.get(tenant)
         while waiting:
             item = waiting.popleft()
@@ -346,40 +329,22 @@ class Worker:
 
     async def _deliver(self, item: Pending) -> None:
         firing, scanner = item.firing, item.scanner
-        # A skipped firing is not sent: it never takes a tenant's turn (`_admitted`).
-        holds = _Holds(_Turn.NONE if item.skip else _Turn.AHEAD)
-
-        async def until_due() -> None:
-            # Read ahead, the firing waits for its due time, then for its tenant's
-            # delivery turn (its concurrency limit counts deliveries, not firings
-            # waiting for their due time), then for a delivery slot.
-            await self._until_due(item)
-            if holds.turn is _Turn.AHEAD:
-                await self._delivery_turn(item)
-                holds.turn = _Turn.DELIVERING
-            await self._slots.acquire()
-            holds.slot = True
-            self._ahead.release()
-            holds.place = False
-            if not item.scanner.active or not self._may_dispatch():
-                raise _NotNow
+        # The tenant's turn (its concurrency limit and share of the slots) counts
+        # deliveries: it passes on as soon as the delivery returns, while this firing's
+        # record and `done` are written (they load the store, not the tenant's target).
+        turn_open = not item.skip  # a skipped firing never took a turn (`_admitted`)
 
         def release_turn() -> None:
-            # The turn passes on as soon as the delivery returns, while this firing's
-            # record and `done` are written (they load the store, not the target).
-            turn, holds.turn = holds.turn, _Turn.NONE
-            if turn is _Turn.DELIVERING:
-                self._gates.finished(firing.tenant)
-                self._wake_turn(firing.tenant)
-            elif turn is _Turn.AHEAD:
-                self._gates.withdraw(firing.tenant)
-                self._release_blocked(firing.tenant)
+            nonlocal turn_open
+            if turn_open:
+                turn_open = False
+                self._unblock(firing.tenant)
 
         try:
             outcome = await self._dispatcher.handle(
                 firing,
                 held_ms=item.held_ms,
-                until_due=until_due,
+                until_due=lambda: self._until_due(item),
                 skip=item.skip,
                 delivered=release_turn,
             )
@@ -404,55 +369,11 @@ class Worker:
             log.exception("firing %s failed unexpectedly; will retry", firing.firing_id)
             self._retry_later(item)
         finally:
-            if holds.slot:
-                self._slots.release()
-            if holds.place:
-                self._ahead.release()
+            self._slots.release()
             if item.skip:
                 self._release_blocked(firing.tenant)
             else:
                 release_turn()
-
-    async def _delivery_turn(self, item: Pending) -> None:
-        """Wait until the firing's tenant has a delivery turn free, and take it; stop
-        waiting (`_NotNow`) if the firing's shard is dropped meanwhile."""
-        tenant = item.firing.tenant
-        while True:
-            if not item.scanner.active:
-                raise _NotNow
-            limits = await self._tenants.limits(tenant) if self._tenants else NO_LIMITS
-            if self._gates.start_delivery(tenant, limits, self._share()):
-                self._release_blocked(tenant)  # it left its place ahead
-                return
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            waiters = self._turn_waiters.setdefault(tenant, collections.deque())
-            waiters.append(waiter)
-            try:
-                await asyncio.wait((waiter,), timeout=_TURN_RECHECK_S)
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
-                with contextlib.suppress(ValueError):
-                    waiters.remove(waiter)
-                if not waiters and self._turn_waiters.get(tenant) is waiters:
-                    del self._turn_waiters[tenant]
-
-    def _wake_all_turns(self) -> None:
-        for waiters in self._turn_waiters.values():
-            while waiters:
-                waiter = waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    def _wake_turn(self, tenant: str) -> None:
-        """One of the tenant's deliveries returned: wake its next firing waiting for a
-        turn (it takes the turn unless another firing took it first)."""
-        waiters = self._turn_waiters.get(tenant)
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                break
 
     async def _until_due(self, item: Pending) -> None:
         """Wait for the firing's due time (its schedule was read ahead), then check
@@ -491,23 +412,6 @@ class Worker:
             if still_running:
                 await asyncio.wait(still_running)
                 log.warning("abandoned %d in-flight deliveries at shutdown", len(still_running))
-
-
-class _Turn(enum.Enum):
-    """Where a firing stands with its tenant's gates."""
-
-    NONE = "none"
-    AHEAD = "ahead"
-    DELIVERING = "delivering"
-
-
-@dataclass(slots=True)
-class _Holds:
-    """What one firing in progress holds, so that each is given back exactly once."""
-
-    turn: _Turn
-    place: bool = True  # a place ahead of the due time
-    slot: bool = False  # a delivery slot
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

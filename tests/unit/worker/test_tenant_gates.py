@@ -26,27 +26,11 @@ def test_rate_is_scaled_by_the_workers_share() -> None:
 def test_concurrency_share_is_at_least_one_and_frees_on_finish() -> None:
     gates = TenantGates()
     limits = TenantLimits(max_concurrency=4)
-    # Admission does not count deliveries: firings waiting for their due time are
-    # not held back by the concurrency limit.
-    assert all(gates.admit("t", limits, 0.1, 0.0).verdict is Verdict.GO for _ in range(3))
-    assert gates.start_delivery("t", limits, 0.1)
-    assert not gates.start_delivery("t", limits, 0.1)
+    assert gates.admit("t", limits, 0.1, 0.0).verdict is Verdict.GO
+    assert gates.admit("t", limits, 0.1, 0.0).verdict is Verdict.FULL
     gates.finished("t")
-    assert gates.start_delivery("t", limits, 0.1)
-    assert gates.start_delivery("other", limits, 0.1)  # per tenant
-
-
-def test_a_tenants_firings_ahead_of_their_due_time_are_bounded() -> None:
-    gates = TenantGates(ahead_cap=2)
-    go = [gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict for _ in range(3)]
-    assert go == [Verdict.GO, Verdict.GO, Verdict.FULL]
-    assert gates.admit("other", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
-    # A place frees when a firing starts its delivery, or leaves without one.
-    assert gates.start_delivery("hog", TenantLimits(), 1.0)
-    assert gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
-    gates.withdraw("hog")
-    assert gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
-    assert gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict is Verdict.FULL
+    assert gates.admit("t", limits, 0.1, 0.0).verdict is Verdict.GO
+    assert gates.admit("other", limits, 0.1, 0.0).verdict is Verdict.GO  # per tenant
 
 
 def test_paused_tenants_are_held_and_drain_at_the_drain_rate() -> None:
@@ -60,16 +44,19 @@ def test_paused_tenants_are_held_and_drain_at_the_drain_rate() -> None:
 
 def test_no_tenant_holds_more_than_the_workers_cap() -> None:
     gates = TenantGates(cap=2)
-    go = [gates.start_delivery("hog", TenantLimits(), 1.0) for _ in range(3)]
-    assert go == [True, True, False]
-    assert gates.start_delivery("other", TenantLimits(), 1.0)
+    go = [gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict for _ in range(3)]
+    assert go == [Verdict.GO, Verdict.GO, Verdict.FULL]
+    assert gates.admit("other", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
     gates.finished("hog")
-    assert gates.start_delivery("hog", TenantLimits(), 1.0)
+    assert gates.admit("hog", TenantLimits(), 1.0, 0.0).verdict is Verdict.GO
 
 
 def test_the_lower_of_the_cap_and_the_tenants_own_limit_applies() -> None:
     gates = TenantGates(cap=3)
     generous = TenantLimits(max_concurrency=100)
-    assert [gates.start_delivery("a", generous, 1.0) for _ in range(4)][-1] is False
+    assert [gates.admit("a", generous, 1.0, 0.0).verdict for _ in range(4)][-1] is Verdict.FULL
     strict = TenantLimits(max_concurrency=1)
-    assert [gates.start_delivery("b", strict, 1.0) for _ in range(2)] == [True, False]
+    assert [gates.admit("b", strict, 1.0, 0.0).verdict for _ in range(2)] == [
+        Verdict.GO,
+        Verdict.FULL,
+    ]

@@ -1,29 +1,20 @@
-"""A tenant's concurrency turn, and a worker's delivery slot, cover the delivery:
-not the read ahead of the due time, nor the store writes after the delivery.
+"""A tenant's concurrency turn covers its delivery, not the store writes after it.
 
 With a limit of one concurrent delivery, the tenant's second firing goes out as soon
 as the first delivery returns, while the first firing's record is still being
-written; firings due together are all read ahead, whatever the limit; and two
-deliveries of the tenant are still never in flight together."""
+written; and two deliveries of the tenant are still never in flight together."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-
-import pytest
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import (
-    ClusterLayout,
-    DeliveryResult,
-    Firing,
-    FiringRecord,
-    Schedule,
-)
+from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing, FiringRecord
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec, Target
 from clockwork_svc.domain.tenant import TenantLimits
@@ -50,16 +41,6 @@ class HeldRecords(SqliteStore):
         await super().record_firing(record)
 
 
-class SlowReads(SqliteStore):
-    """Every schedule read takes READ_S."""
-
-    READ_S = 0.15
-
-    async def get_schedule(self, tenant: str, key: str) -> Schedule | None:
-        await asyncio.sleep(self.READ_S)
-        return await super().get_schedule(tenant, key)
-
-
 class CountingSink:
     """Counts deliveries in flight; each takes `hold_s`."""
 
@@ -68,7 +49,6 @@ class CountingSink:
         self.in_flight = 0
         self.most_in_flight = 0
         self.sent: list[str] = []
-        self.sent_ms: list[int] = []
 
     async def deliver(
         self,
@@ -83,7 +63,6 @@ class CountingSink:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         self.sent.append(firing.schedule_key)
-        self.sent_ms.append(time.time_ns() // 1_000_000)
         try:
             await asyncio.sleep(self.hold_s)
         finally:
@@ -94,77 +73,19 @@ class CountingSink:
         return None
 
 
-async def test_the_next_firing_goes_out_while_the_previous_record_is_written(
-    tmp_path: Path,
-) -> None:
+@asynccontextmanager
+async def one_shots(
+    store: SqliteStore,
+    sink: CountingSink,
+    settings: WorkerSettings,
+    limits: TenantLimits,
+    keys: Sequence[str],
+    due_in_ms: int,
+) -> AsyncIterator[tuple[Worker, int]]:
+    """A worker owning the store's one shard, and one-shots `keys` of tenant `acme`
+    due together `due_in_ms` from now; yields the worker and the due time."""
     clock = SystemClock()
-    store = await HeldRecords.open(tmp_path / "db", ClusterLayout(1, 60_000, clock.now_ms()))
-    store.release, store.recording = asyncio.Event(), asyncio.Event()
     layout = await store.layout()
-    sink = CountingSink(hold_s=0.05)
-    settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
-    worker = Worker(
-        store,
-        sink,
-        clock,
-        layout,
-        settings,
-        Metrics(),
-        tenants=FixedTenants(TenantLimits(max_concurrency=1)),
-    )
-    worker.start()
-    worker.add_shard(0, clock.now_ms())
-    scheduling = Scheduling(
-        store, clock, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
-    )
-    try:
-        due = clock.now_ms() + 300
-        for key in ("first", "second"):
-            spec = ScheduleSpec(triggers.OnceTrigger(due), HttpTarget("http://127.0.0.1:9/x"))
-            await scheduling.create("acme", key, spec)
-        await asyncio.wait_for(store.recording.wait(), 10)
-        deadline = time.monotonic() + 10
-        # The first delivered firing's record is held: the other must still be sent.
-        while len(sink.sent) < 2:
-            assert time.monotonic() < deadline, f"sent only {sink.sent}"
-            await asyncio.sleep(0.02)
-        assert sink.sent[0] == store.held_key
-        assert sorted(sink.sent) == ["first", "second"]
-        assert sink.most_in_flight == 1
-        held = await store.get_schedule("acme", store.held_key)
-        assert held is not None and held.fired_count == 0  # its record still waits
-    finally:
-        store.release.set()
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            held = await store.get_schedule("acme", store.held_key)
-            if held is not None and held.fired_count == 1:
-                break
-            assert time.monotonic() < deadline, "the held record was never written"
-            await asyncio.sleep(0.02)
-    finally:
-        await worker.stop()
-        await store.close()
-
-
-@pytest.mark.parametrize(
-    ("limits", "settings"),
-    [
-        # The tenant's limit: one delivery at a time.
-        (TenantLimits(max_concurrency=1), WorkerSettings()),
-        # The worker's: one delivery slot (four places ahead of the due time).
-        (TenantLimits(), WorkerSettings(max_concurrent_deliveries=1, max_tenant_share=1.0)),
-    ],
-    ids=["tenant-limit", "worker-slots"],
-)
-async def test_firings_due_together_are_all_read_ahead_whatever_the_limit(
-    tmp_path: Path, limits: TenantLimits, settings: WorkerSettings
-) -> None:
-    clock = SystemClock()
-    store = await SlowReads.open(tmp_path / "db", ClusterLayout(1, 60_000, clock.now_ms()))
-    layout = await store.layout()
-    sink = CountingSink(hold_s=0.0)
     worker = Worker(store, sink, clock, layout, settings, Metrics(), tenants=FixedTenants(limits))
     worker.start()
     worker.add_shard(0, clock.now_ms())
@@ -172,61 +93,58 @@ async def test_firings_due_together_are_all_read_ahead_whatever_the_limit(
         store, clock, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
     )
     try:
-        due = clock.now_ms() + 700
-        keys = [f"k{i}" for i in range(4)]
+        due = clock.now_ms() + due_in_ms
         for key in keys:
             spec = ScheduleSpec(triggers.OnceTrigger(due), HttpTarget("http://127.0.0.1:9/x"))
             await scheduling.create("acme", key, spec)
-        deadline = time.monotonic() + 10
-        while len(sink.sent) < len(keys):
-            assert time.monotonic() < deadline, f"sent only {sink.sent}"
-            await asyncio.sleep(0.02)
-        # Read one after another (a turn or a slot taken before each read), the last
-        # would leave three reads (450 ms) late; read ahead together, none waits.
-        assert max(sink.sent_ms) - due < 1000 * SlowReads.READ_S, sink.sent_ms
-        assert min(sink.sent_ms) >= due
-        assert sink.most_in_flight == 1
+        yield worker, due
     finally:
         await worker.stop()
         await store.close()
 
 
-async def test_a_dropped_shards_firings_stop_waiting_for_a_turn(tmp_path: Path) -> None:
-    clock = SystemClock()
-    store = await SqliteStore.open(tmp_path / "db", ClusterLayout(1, 60_000, clock.now_ms()))
-    layout = await store.layout()
-    sink = CountingSink(hold_s=30.0)  # the tenant's endpoint hangs
-    worker = Worker(
-        store,
-        sink,
-        clock,
-        layout,
-        WorkerSettings(shutdown_grace_s=0.1),
-        Metrics(),
-        tenants=FixedTenants(TenantLimits(max_concurrency=1)),
-    )
-    worker.start()
-    worker.add_shard(0, clock.now_ms())
-    scheduling = Scheduling(
-        store, clock, layout, Limits(), AddressPolicy(allow_loopback=True), worker.offer
-    )
-    try:
-        due = clock.now_ms() + 300
-        for key in ("hung", "waiting"):
-            spec = ScheduleSpec(triggers.OnceTrigger(due), HttpTarget("http://127.0.0.1:9/x"))
-            await scheduling.create("acme", key, spec)
-        deadline = time.monotonic() + 10
-        while not (sink.sent and clock.now_ms() > due + 100):
-            assert time.monotonic() < deadline, "nothing was sent"
-            await asyncio.sleep(0.02)
-        assert worker.load_report("w", 1.0).in_flight == 2  # one sent, one waiting
-        await worker.drop_shard(0)
-        # Woken at once, not at its next look at the limits (a second later).
-        dropped = time.monotonic()
-        while worker.load_report("w", 1.0).in_flight != 1:  # the hung delivery goes on
-            assert time.monotonic() < dropped + 0.5, "the waiting firing kept waiting"
-            await asyncio.sleep(0.02)
-        assert len(sink.sent) == 1
-    finally:
-        await worker.stop()
-        await store.close()
+def _layout() -> ClusterLayout:
+    return ClusterLayout(1, 60_000, SystemClock().now_ms())
+
+
+async def _until(condition: Callable[[], Awaitable[bool]], within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not await condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
+
+
+async def test_the_next_firing_goes_out_while_the_previous_record_is_written(
+    tmp_path: Path,
+) -> None:
+    store = await HeldRecords.open(tmp_path / "db", _layout())
+    store.release, store.recording = asyncio.Event(), asyncio.Event()
+    sink = CountingSink(hold_s=0.05)
+    settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
+    limits = TenantLimits(max_concurrency=1)
+    async with one_shots(store, sink, settings, limits, ["first", "second"], 300):
+
+        async def fired_count() -> int:
+            held = await store.get_schedule("acme", store.held_key)
+            assert held is not None
+            return held.fired_count
+
+        try:
+            await asyncio.wait_for(store.recording.wait(), 10)
+
+            async def both_sent() -> bool:
+                return len(sink.sent) == 2
+
+            # The first delivered firing's record is held: the other is still sent.
+            await _until(both_sent, 10, f"sent only {sink.sent}")
+            assert sink.sent[0] == store.held_key
+            assert sorted(sink.sent) == ["first", "second"]
+            assert sink.most_in_flight == 1
+            assert await fired_count() == 0  # its record still waits
+        finally:
+            store.release.set()
+
+        async def recorded() -> bool:
+            return await fired_count() == 1
+
+        await _until(recorded, 10, "the held record was never written")
