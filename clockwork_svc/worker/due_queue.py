@@ -33,6 +33,10 @@ class DueQueue(Generic[T]):
         """How many queued items fall due by when (for load reports)."""
         return self._due
 
+    def earliest_ms(self) -> int | None:
+        """The due time of the first queued item (None: empty)."""
+        return self._heap[0][0] if self._heap else None
+
     def push(self, due_ms: int, item: T) -> None:
         earliest = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (due_ms, next(self._counter), item))

@@ -193,9 +193,7 @@ class Worker:
             scanner.offer(firing)
 
     def _enqueue(self, firing: Firing, scanner: ShardScanner) -> None:
-        # Popped READ_AHEAD_MS early: its schedule is read ahead, then it waits for its
-        # due time (`_until_due`), so the read's latency is not part of the firing lag.
-        self._push(firing.fire_at_ms - READ_AHEAD_MS, Pending(firing, scanner))
+        self._push(_dispatch_ms(firing), Pending(firing, scanner))
 
     def _push(self, due_ms: int, item: Pending) -> None:
         self._queue.push(due_ms, item)
@@ -207,7 +205,15 @@ class Worker:
 
     async def _fire_loop(self) -> None:
         while True:
-            for _, item in await self._queue.pop_due(1024):
+            batch = await self._queue.pop_due(1024)
+            for i, (due_ms, item) in enumerate(batch):
+                earliest = self._queue.earliest_ms()
+                if earliest is not None and earliest < due_ms:
+                    # A parked firing due before this one was put back meanwhile (a
+                    # delivery answered): it goes first, the rest of the batch after it.
+                    for later in batch[i:]:
+                        self._queue.push(*later)
+                    break
                 self._metrics.due_backlog.dec()
                 try:
                     await self._dispatch(item)
@@ -311,7 +317,10 @@ class Worker:
         while waiting:
             item = waiting.popleft()
             if item.scanner.active:
-                self._push(self._clock.now_ms(), item)
+                # Back in its place by due time: pushed as of now, it would wait behind
+                # every later firing that fell due while it was parked (on a backlog,
+                # until the backlog is drained).
+                self._push(min(self._clock.now_ms(), _dispatch_ms(item.firing)), item)
                 break
         if waiting is not None and not waiting:
             del self._blocked[tenant]
@@ -412,6 +421,13 @@ class Worker:
             if still_running:
                 await asyncio.wait(still_running)
                 log.warning("abandoned %d in-flight deliveries at shutdown", len(still_running))
+
+
+def _dispatch_ms(firing: Firing) -> int:
+    """When a firing leaves the due queue: READ_AHEAD_MS early, its schedule is read
+    ahead, then it waits for its due time (`_until_due`), so the read's latency is not
+    part of the firing lag."""
+    return firing.fire_at_ms - READ_AHEAD_MS
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

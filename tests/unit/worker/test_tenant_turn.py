@@ -41,6 +41,15 @@ class HeldRecords(SqliteStore):
         await super().record_firing(record)
 
 
+class SlowRecords(SqliteStore):
+    """Every firing record takes 200 ms: a firing holds its delivery slot that long
+    after its delivery answered."""
+
+    async def record_firing(self, record: FiringRecord) -> None:
+        await asyncio.sleep(0.2)
+        await super().record_firing(record)
+
+
 class CountingSink:
     """Counts deliveries in flight; each takes `hold_s`."""
 
@@ -81,9 +90,11 @@ async def one_shots(
     limits: TenantLimits,
     keys: Sequence[str],
     due_in_ms: int,
+    spacing_ms: int = 0,
 ) -> AsyncIterator[tuple[Worker, int]]:
-    """A worker owning the store's one shard, and one-shots `keys` of tenant `acme`
-    due together `due_in_ms` from now; yields the worker and the due time."""
+    """A worker owning the store's one shard, and one-shots `keys` of tenant `acme`,
+    the first due `due_in_ms` from now and each next `spacing_ms` later; yields the
+    worker and the first due time."""
     clock = SystemClock()
     layout = await store.layout()
     worker = Worker(store, sink, clock, layout, settings, Metrics(), tenants=FixedTenants(limits))
@@ -94,8 +105,9 @@ async def one_shots(
     )
     try:
         due = clock.now_ms() + due_in_ms
-        for key in keys:
-            spec = ScheduleSpec(triggers.OnceTrigger(due), HttpTarget("http://127.0.0.1:9/x"))
+        for i, key in enumerate(keys):
+            at = due + i * spacing_ms
+            spec = ScheduleSpec(triggers.OnceTrigger(at), HttpTarget("http://127.0.0.1:9/x"))
             await scheduling.create("acme", key, spec)
         yield worker, due
     finally:
@@ -148,3 +160,20 @@ async def test_the_next_firing_goes_out_while_the_previous_record_is_written(
             return await fired_count() == 1
 
         await _until(recorded, 10, "the held record was never written")
+
+
+async def test_a_tenants_parked_firings_keep_their_due_order(tmp_path: Path) -> None:
+    # Two slots, both turns the tenant's: while the slots wait for records, the
+    # firings falling due stay queued, and the tenant's turns run out; a parked
+    # firing put back must not go behind the later ones queued meanwhile.
+    store = await SlowRecords.open(tmp_path / "db", _layout())
+    sink = CountingSink(hold_s=0.0)
+    settings = WorkerSettings(max_concurrent_deliveries=2, max_tenant_share=1.0)
+    keys = [f"k{i:02d}" for i in range(16)]
+    async with one_shots(store, sink, settings, TenantLimits(), keys, 400, spacing_ms=20):
+
+        async def all_sent() -> bool:
+            return len(sink.sent) == len(keys)
+
+        await _until(all_sent, 20, f"sent only {sink.sent}")
+        assert sink.sent == keys
