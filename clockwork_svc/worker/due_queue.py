@@ -33,9 +33,13 @@ class DueQueue(Generic[T]):
         """How many queued items fall due by when (for load reports)."""
         return self._due
 
-    def earliest_ms(self) -> int | None:
-        """The due time of the first queued item (None: empty)."""
-        return self._heap[0][0] if self._heap else None
+    def pop_if_before(self, due_ms: int) -> tuple[int, T] | None:
+        """The first queued item if it falls due before `due_ms` (None otherwise)."""
+        if not self._heap or self._heap[0][0] >= due_ms:
+            return None
+        first_ms, _, item = heapq.heappop(self._heap)
+        self._due.remove(first_ms)
+        return first_ms, item
 
     def push(self, due_ms: int, item: T) -> None:
         earliest = self._heap[0][0] if self._heap else None

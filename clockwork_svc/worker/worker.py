@@ -205,15 +205,11 @@ class Worker:
 
     async def _fire_loop(self) -> None:
         while True:
-            batch = await self._queue.pop_due(1024)
-            for i, (due_ms, item) in enumerate(batch):
-                earliest = self._queue.earliest_ms()
-                if earliest is not None and earliest < due_ms:
-                    # A parked firing due before this one was put back meanwhile (a
-                    # delivery answered): it goes first, the rest of the batch after it.
-                    for later in batch[i:]:
-                        self._queue.push(*later)
-                    break
+            batch = collections.deque(await self._queue.pop_due(1024))
+            while batch:
+                # A parked firing due before the batch's next one may have been put back
+                # meanwhile (a delivery answered): it goes first.
+                _, item = self._queue.pop_if_before(batch[0][0]) or batch.popleft()
                 self._metrics.due_backlog.dec()
                 try:
                     await self._dispatch(item)

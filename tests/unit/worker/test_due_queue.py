@@ -26,3 +26,13 @@ async def test_pop_due_takes_at_most_max_items() -> None:
         queue.push(i, i)
     assert [item for _, item in await queue.pop_due(2)] == [0, 1]
     assert queue.counter.counts(1_000, 1_000) == (3, 3)
+
+
+def test_pop_if_before_takes_only_an_item_due_earlier() -> None:
+    queue: DueQueue[str] = DueQueue(lambda: 1_000)
+    queue.push(700, "put back")
+    queue.push(900, "next")
+    assert queue.pop_if_before(700) is None
+    assert queue.pop_if_before(800) == (700, "put back")
+    assert queue.pop_if_before(800) is None
+    assert queue.counter.counts(1_000, 1_000) == (1, 1)
