@@ -37,9 +37,12 @@ class DueQueue(Generic[T]):
         """The first queued item if it falls due before `due_ms` (None otherwise)."""
         if not self._heap or self._heap[0][0] >= due_ms:
             return None
-        first_ms, _, item = heapq.heappop(self._heap)
-        self._due.remove(first_ms)
-        return first_ms, item
+        return self._pop_first()
+
+    def _pop_first(self) -> tuple[int, T]:
+        due_ms, _, item = heapq.heappop(self._heap)
+        self._due.remove(due_ms)
+        return due_ms, item
 
     def push(self, due_ms: int, item: T) -> None:
         earliest = self._heap[0][0] if self._heap else None
@@ -55,9 +58,7 @@ class DueQueue(Generic[T]):
             if self._heap and self._heap[0][0] <= now:
                 due: list[tuple[int, T]] = []
                 while self._heap and self._heap[0][0] <= now and len(due) < max_items:
-                    due_ms, _, item = heapq.heappop(self._heap)
-                    self._due.remove(due_ms)
-                    due.append((due_ms, item))
+                    due.append(self._pop_first())
                 return due
             self._changed.clear()
             timeout = (self._heap[0][0] - now) / 1000 if self._heap else None

@@ -14,16 +14,16 @@ from pathlib import Path
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import ClusterLayout, DeliveryResult, Firing, FiringRecord
+from clockwork_svc.domain.model import ClusterLayout, FiringRecord
 from clockwork_svc.domain.netpolicy import AddressPolicy
-from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec, Target
+from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
 from clockwork_svc.domain.tenant import TenantLimits
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.scheduling import Scheduling
 from clockwork_svc.storage.sqlite import SqliteStore
 from clockwork_svc.worker.shard_scanner import ScanSettings
 from clockwork_svc.worker.worker import Worker, WorkerSettings
-from tests.unit.worker.fakes import FixedTenants
+from tests.unit.worker.fakes import FixedTenants, RecordingSink
 
 
 class HeldRecords(SqliteStore):
@@ -50,51 +50,18 @@ class SlowRecords(SqliteStore):
         await super().record_firing(record)
 
 
-class CountingSink:
-    """Counts deliveries in flight; each takes `hold_s`."""
-
-    def __init__(self, hold_s: float) -> None:
-        self.hold_s = hold_s
-        self.in_flight = 0
-        self.most_in_flight = 0
-        self.sent: list[str] = []
-
-    async def deliver(
-        self,
-        target: Target,
-        payload: bytes,
-        firing: Firing,
-        timestamp_s: int,
-        signing_secrets: Sequence[str] = (),
-        key: str = "",
-        traceparent: str = "",
-    ) -> DeliveryResult:
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        self.sent.append(firing.schedule_key)
-        try:
-            await asyncio.sleep(self.hold_s)
-        finally:
-            self.in_flight -= 1
-        return DeliveryResult(True, False, 200)
-
-    async def close(self) -> None:
-        return None
-
-
 @asynccontextmanager
 async def one_shots(
     store: SqliteStore,
-    sink: CountingSink,
+    sink: RecordingSink,
     settings: WorkerSettings,
     limits: TenantLimits,
     keys: Sequence[str],
     due_in_ms: int,
     spacing_ms: int = 0,
-) -> AsyncIterator[tuple[Worker, int]]:
+) -> AsyncIterator[None]:
     """A worker owning the store's one shard, and one-shots `keys` of tenant `acme`,
-    the first due `due_in_ms` from now and each next `spacing_ms` later; yields the
-    worker and the first due time."""
+    the first due `due_in_ms` from now and each next `spacing_ms` later."""
     clock = SystemClock()
     layout = await store.layout()
     worker = Worker(store, sink, clock, layout, settings, Metrics(), tenants=FixedTenants(limits))
@@ -109,7 +76,7 @@ async def one_shots(
             at = due + i * spacing_ms
             spec = ScheduleSpec(triggers.OnceTrigger(at), HttpTarget("http://127.0.0.1:9/x"))
             await scheduling.create("acme", key, spec)
-        yield worker, due
+        yield
     finally:
         await worker.stop()
         await store.close()
@@ -131,7 +98,7 @@ async def test_the_next_firing_goes_out_while_the_previous_record_is_written(
 ) -> None:
     store = await HeldRecords.open(tmp_path / "db", _layout())
     store.release, store.recording = asyncio.Event(), asyncio.Event()
-    sink = CountingSink(hold_s=0.05)
+    sink = RecordingSink(hold_s=0.05)
     settings = WorkerSettings(scan=ScanSettings(poll_interval_ms=50, sweep_interval_ms=200))
     limits = TenantLimits(max_concurrency=1)
     async with one_shots(store, sink, settings, limits, ["first", "second"], 300):
@@ -145,12 +112,12 @@ async def test_the_next_firing_goes_out_while_the_previous_record_is_written(
             await asyncio.wait_for(store.recording.wait(), 10)
 
             async def both_sent() -> bool:
-                return len(sink.sent) == 2
+                return len(sink.delivered) == 2
 
             # The first delivered firing's record is held: the other is still sent.
-            await _until(both_sent, 10, f"sent only {sink.sent}")
-            assert sink.sent[0] == store.held_key
-            assert sorted(sink.sent) == ["first", "second"]
+            await _until(both_sent, 10, f"sent only {sink.delivered}")
+            assert sink.delivered[0] == store.held_key
+            assert sorted(sink.delivered) == ["first", "second"]
             assert sink.most_in_flight == 1
             assert await fired_count() == 0  # its record still waits
         finally:
@@ -167,13 +134,13 @@ async def test_a_tenants_parked_firings_keep_their_due_order(tmp_path: Path) -> 
     # firings falling due stay queued, and the tenant's turns run out; a parked
     # firing put back must not go behind the later ones queued meanwhile.
     store = await SlowRecords.open(tmp_path / "db", _layout())
-    sink = CountingSink(hold_s=0.0)
+    sink = RecordingSink()
     settings = WorkerSettings(max_concurrent_deliveries=2, max_tenant_share=1.0)
     keys = [f"k{i:02d}" for i in range(16)]
     async with one_shots(store, sink, settings, TenantLimits(), keys, 400, spacing_ms=20):
 
         async def all_sent() -> bool:
-            return len(sink.sent) == len(keys)
+            return len(sink.delivered) == len(keys)
 
-        await _until(all_sent, 20, f"sent only {sink.sent}")
-        assert sink.sent == keys
+        await _until(all_sent, 20, f"sent only {sink.delivered}")
+        assert sink.delivered == keys
