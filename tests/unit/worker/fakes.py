@@ -15,8 +15,8 @@ from clockwork_svc.tenancy import NO_LIMITS
 
 class RecordingSink:
     """A `DeliverySink` that accepts everything and records the schedule keys (and when
-    each was first sent, by the system clock). With `hold_s`, each delivery takes that
-    long, and the most deliveries in flight at once are counted."""
+    each was first sent, by the system clock), and the most deliveries in flight at
+    once. With `hold_s`, each delivery takes that long."""
 
     def __init__(self, hold_s: float = 0.0) -> None:
         self.delivered: list[str] = []
@@ -37,13 +37,13 @@ class RecordingSink:
     ) -> DeliveryResult:
         self.delivered.append(firing.schedule_key)
         self.sent_ms.setdefault(firing.schedule_key, time.time_ns() // 1_000_000)
-        if self.hold_s:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-            try:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.hold_s:
                 await asyncio.sleep(self.hold_s)
-            finally:
-                self.in_flight -= 1
+        finally:
+            self.in_flight -= 1
         return DeliveryResult(True, False, 200)
 
     async def close(self) -> None:
