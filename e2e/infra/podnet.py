@@ -88,7 +88,10 @@ def ensure() -> None:
 
 
 def remove() -> None:
-    """Delete the bridge and the nft table."""
+    """Delete the bridge and the nft table (neither exists where `ip` or `nft` is
+    missing: `ensure` refuses to run there)."""
+    if unavailable():
+        return
     if _exists(BRIDGE):
         _ip("link", "del", BRIDGE, check=False)
     subprocess.run(["nft", "delete", "table", "inet", NFT_TABLE], capture_output=True)
