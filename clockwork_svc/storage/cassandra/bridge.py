@@ -125,8 +125,10 @@ async def execute(
     profile: Any = PROFILE_DEFAULT,
     fetch_size: int | None = None,
     paging_state: bytes | None = None,
+    host: Any = None,
 ) -> Page:
-    """Run one request and return one page of rows (and the state to fetch the next)."""
+    """Run one request and return one page of rows (and the state to fetch the next);
+    with `host` (a driver `Host`), on that node only (a node-local virtual table)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Page] = loop.create_future()
     if fetch_size is not None and isinstance(statement, PreparedStatement):
@@ -135,7 +137,7 @@ async def execute(
         params = None
     try:
         response = session.execute_async(
-            statement, params, execution_profile=profile, paging_state=paging_state
+            statement, params, execution_profile=profile, paging_state=paging_state, host=host
         )
     except UNAVAILABLE_ERRORS as exc:
         raise translate(exc) from exc

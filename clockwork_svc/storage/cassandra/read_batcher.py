@@ -35,9 +35,18 @@ class _Group:
     waiting: dict[str, list[asyncio.Future[Row | None]]] = field(default_factory=dict)
 
 
+DEFAULT_MAX_KEYS = 64
+"""Keys one coalesced read asks for at most (and so partitions, `rows.schedule_part`)."""
+
+
 class ScheduleReads:
     def __init__(
-        self, session: Any, by_keys: Any, *, max_keys: int = 64, linger_s: float = 0.0
+        self,
+        session: Any,
+        by_keys: Any,
+        *,
+        max_keys: int = DEFAULT_MAX_KEYS,
+        linger_s: float = 0.0,
     ) -> None:
         """`by_keys`: a prepared `SELECT ... WHERE tenant = ? AND part IN ? AND key IN ?`
         whose rows carry a `key` column; `linger_s`: how long reads are gathered (0:

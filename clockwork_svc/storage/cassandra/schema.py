@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from clockwork_svc.domain.model import ClusterLayout
 from clockwork_svc.errors import StoreUnavailable
-from clockwork_svc.storage.cassandra import bridge, connecting
+from clockwork_svc.storage.cassandra import bridge, connecting, node_settings
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SCHEMA
 from clockwork_svc.storage.cassandra.rows import schedule_part
 from clockwork_svc.storage.columns import markers
@@ -356,7 +356,9 @@ async def migrate(
     The tables' default TTLs are set to the given retention on every run.
 
     Run it from one place at a time (a deploy job): concurrent DDL from several
-    clients can make Cassandra disagree on table ids.
+    clients can make Cassandra disagree on table ids. It first logs what in the
+    nodes' settings would hurt Clockwork (`node_settings`), as every store that opens
+    does.
     """
     check_keyspace(keyspace)
     ttls = {"firing_retention_s": firing_retention_s, "execution_ttl_s": execution_ttl_s}
@@ -373,6 +375,7 @@ async def migrate(
         timeout_s=connect_timeout_s,
     )
     try:
+        await node_settings.check(cluster, session)
         await _ddl(
             session,
             f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication_cql}",

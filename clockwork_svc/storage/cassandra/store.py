@@ -43,7 +43,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.tenant import Tenant
 from clockwork_svc.errors import StoreUnavailable
-from clockwork_svc.storage.cassandra import bridge, connecting, rows, schema
+from clockwork_svc.storage.cassandra import bridge, connecting, node_settings, rows, schema
 from clockwork_svc.storage.cassandra.connecting import PROFILE_LWT, PROFILE_SERIAL_READ
 from clockwork_svc.storage.cassandra.read_batcher import ScheduleReads
 from clockwork_svc.storage.cassandra.write_batcher import (
@@ -434,6 +434,7 @@ class CassandraStore:
         try:
             layout, retention_s = await _check_schema(session, keyspace, contact_points)
             statements = await _prepare_all(session, keyspace)
+            await node_settings.check(cluster, session)
         except BaseException:
             await connecting.shutdown(cluster)
             raise
