@@ -85,12 +85,12 @@ def findings(settings: Mapping[str, str]) -> list[Finding]:
                 "memtables flush; set offheap_objects",
             )
         )
-    fail_bytes = _batch_fail_bytes(settings)
-    if fail_bytes is not None and fail_bytes <= DEFAULT_MAX_BYTES:
+    batch_limit = _batch_fail_threshold(settings)
+    if batch_limit is not None and batch_limit[1] <= DEFAULT_MAX_BYTES:
         out.append(
             Finding(
                 "batch_size_fail_threshold",
-                _value(settings, "batch_size_fail_threshold", "batch_size_fail_threshold_in_kb"),
+                batch_limit[0],
                 Severity.ERROR,
                 f"Clockwork's batches carry up to {DEFAULT_MAX_BYTES // 1024} KiB of values; "
                 "the node refuses larger ones than this (the default, 50KiB, is enough)",
@@ -105,7 +105,7 @@ def findings(settings: Mapping[str, str]) -> list[Finding]:
             out.append(
                 Finding(
                     name,
-                    str(settings[name]),
+                    settings[name],
                     Severity.ERROR,
                     f"a worker's coalesced schedule read names up to {needed} {what}; "
                     "the node refuses it above this (leave the guardrail at -1, off)",
@@ -159,17 +159,17 @@ def log_findings(by_node: Mapping[str, list[Finding]]) -> None:
         )
 
 
-def _batch_fail_bytes(settings: Mapping[str, str]) -> int | None:
-    """`batch_size_fail_threshold` in bytes (Cassandra 4.1+: "50KiB"; before: the
-    `_in_kb` name, a number of KiB)."""
+def _batch_fail_threshold(settings: Mapping[str, str]) -> tuple[str, int] | None:
+    """`batch_size_fail_threshold` as the node gives it, and in bytes (Cassandra 4.1+:
+    "50KiB"; before: the `_in_kb` name, a number of KiB); None if absent or unreadable."""
     if "batch_size_fail_threshold" in settings:
-        return _size(settings["batch_size_fail_threshold"])
-    kib = _int(settings.get("batch_size_fail_threshold_in_kb"))
-    return None if kib is None else kib * 1024
-
-
-def _value(settings: Mapping[str, str], *names: str) -> str:
-    return next(settings[n] for n in names if n in settings)
+        value = settings["batch_size_fail_threshold"]
+        size = _size(value)
+    else:
+        value = settings.get("batch_size_fail_threshold_in_kb", "")
+        kib = _int(value)
+        size = None if kib is None else kib * 1024
+    return None if size is None else (value, size)
 
 
 def _size(value: str) -> int | None:
