@@ -36,7 +36,7 @@ export CLOCKWORK_REQUIRE_INFRA=1
 WRAP=""
 run_pytest() {
   local rc=0
-  $WRAP .venv/bin/python -m pytest -q -ra -p no:cacheprovider "$@" || rc=$?
+  $WRAP .venv/bin/python -m pytest -q -ra -p no:cacheprovider --durations=15 "$@" || rc=$?
   if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
     return 1

@@ -65,7 +65,7 @@ log "pytest: single-node servers"
 export CLOCKWORK_REQUIRE_INFRA=1
 set +e
 # The replicated stores' tests need the three-member clusters: the second stage below.
-.venv/bin/python -m pytest -q -ra -p no:cacheprovider -m "not replicated" "$@"
+.venv/bin/python -m pytest -q -ra -p no:cacheprovider --durations=40 -m "not replicated" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
