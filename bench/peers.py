@@ -2,14 +2,15 @@
 and APScheduler 3 (SQLAlchemy job store on SQLite), same machine, same run, same sink.
 
 Usage: python -m bench.peers [--m 20000] [--window-s 10] [--light-rate 100]
-                             [--gc-young-threshold 10000]
+                             [--warm-up 0.25] [--gc-young-threshold 10000]
 
 For each scheduler: a warm-up (a quarter of the saturating run, same rate, reported
-but not compared), a saturating run (M one-shots due over a short window) for
-throughput, and a light run (--light-rate firings/s for --light-s seconds) for lag when
-not overloaded. Every firing POSTs the same payload and headers to the same sink
-(bench/sink.py); the checker counts lost and duplicated. Needs the `bench` extras and
-`redis-server` (scripts/bench.sh installs both) and CLOCKWORK_CASSANDRA/CLOCKWORK_ETCD.
+but not compared; --warm-up sets the fraction, 0 skips it), a saturating run (M
+one-shots due over a short window) for throughput, and a light run (--light-rate
+firings/s for --light-s seconds) for lag when not overloaded. Every firing POSTs the
+same payload and headers to the same sink (bench/sink.py); the checker counts lost and
+duplicated. Needs the `bench` extras and `redis-server` (scripts/bench.sh installs
+both) and CLOCKWORK_CASSANDRA/CLOCKWORK_ETCD.
 Clockwork's api and workers run with --gc-young-threshold (as in bench.fire).
 """
 
@@ -32,7 +33,15 @@ import uvloop
 
 from bench import analysis, durability, fire
 from bench.cluster import BenchCluster, servers
-from bench.common import free_port, machine, now_ms, print_table, warm_up, write_json
+from bench.common import (
+    WARM_UP_FRACTION,
+    free_port,
+    machine,
+    now_ms,
+    print_table,
+    warm_up,
+    write_json,
+)
 from bench.sink import SinkProcess
 
 Runner = Callable[[Path, str, int, int], Awaitable[dict[str, Any]]]
@@ -203,10 +212,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     # Each scheduler first runs a warm-up (bench.common.warm_up), reported as such: no
     # scheduler should be measured cold.
     workloads = [
-        ("warm-up", *warm_up(args.m, args.window_s * 1000)),
         ("saturate", args.m, args.window_s * 1000),
         ("light", light_n, int(args.light_s * 1000)),
     ]
+    if args.warm_up > 0:
+        workloads.insert(0, ("warm-up", *warm_up(args.m, args.window_s * 1000, args.warm_up)))
 
     async def clockwork(cluster: BenchCluster, _: Path) -> None:
         await cluster.start_workers(args.workers)
@@ -252,6 +262,12 @@ def main() -> None:
     parser.add_argument("--light-rate", type=float, default=100, help="firings/s, light run")
     parser.add_argument("--light-s", type=float, default=20)
     parser.add_argument("--workers", type=int, default=1, help="Clockwork workers")
+    parser.add_argument(
+        "--warm-up",
+        type=float,
+        default=WARM_UP_FRACTION,
+        help="each scheduler's first run, not compared: this fraction of --m (0: none)",
+    )
     parser.add_argument("--celery-concurrency", type=int, default=8)
     parser.add_argument("--shards", type=int, default=64)
     fire.add_gc_young_threshold(parser)

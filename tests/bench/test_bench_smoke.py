@@ -264,14 +264,19 @@ def test_peers(tmp_path: Path) -> None:
         "20",
         "--light-s",
         "2",
+        "--warm-up",
+        "0",
         "--shards",
         "8",
         "--gc-young-threshold",
         "2000",
     )
     assert report["gc_young_threshold"] == 2000
-    schedulers = {(r["scheduler"], r["workload"]) for r in report["runs"]}
-    assert {s for s, _ in schedulers} == {"clockwork", "celery", "apscheduler"}
+    assert [(r["scheduler"], r["workload"]) for r in report["runs"]] == [
+        (scheduler, workload)
+        for scheduler in ("clockwork", "celery", "apscheduler")
+        for workload in ("saturate", "light")
+    ]
     for r in report["runs"]:
         assert r["lost"] == 0, r
     # Celery's Redis ran at Cassandra's durability: an AOF synced before every reply.
