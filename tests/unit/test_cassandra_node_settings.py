@@ -8,6 +8,8 @@ import logging
 
 import pytest
 
+from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.storage.cassandra import bridge
 from clockwork_svc.storage.cassandra.node_settings import (
     CARTESIAN_PER_READ,
     PARTITIONS_PER_READ,
@@ -15,6 +17,7 @@ from clockwork_svc.storage.cassandra.node_settings import (
     Severity,
     findings,
     log_findings,
+    read_settings,
 )
 
 # Cassandra 5.0's own defaults for the settings judged (Config.java, stock yaml).
@@ -137,3 +140,51 @@ def test_no_finding_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="clockwork_svc.storage.cassandra.node_settings")
     log_findings({"10.0.0.1:9042": []})
     assert caplog.records == []
+
+
+class _Host:
+    def __init__(self, endpoint: str, is_up: bool | None) -> None:
+        self.endpoint = endpoint
+        self.is_up = is_up
+
+
+class _Session:
+    """A node's pool opens by the `opens_after`th request to it, as the driver opens
+    pools after connect returns; a request to a node without one fails at once."""
+
+    def __init__(self, opens_after: int) -> None:
+        self.opens_after = opens_after
+        self.pools: set[_Host] = set()
+        self.requests = 0
+
+    def get_pool_state(self) -> dict[_Host, object]:
+        return {h: {} for h in self.pools}
+
+    async def execute(self, session: object, statement: str, *, host: _Host) -> bridge.Page:
+        self.requests += 1
+        if self.requests >= self.opens_after:
+            self.pools.add(host)
+        if host not in self.pools:
+            raise StoreUnavailable("NoHostAvailable: Host has been marked down or removed")
+        return bridge.Page([{"name": "memtable_allocation_type", "value": "offheap_objects"}], None)
+
+
+async def test_a_node_whose_pool_is_still_opening_is_read_once_it_opens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session = _Session(opens_after=3)
+    monkeypatch.setattr(bridge, "execute", session.execute)
+    got = await read_settings(session, _Host("10.0.0.2:9042", True))
+    assert got == {"memtable_allocation_type": "offheap_objects"}
+    assert session.requests == 3
+
+
+async def test_a_node_marked_down_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = _Session(opens_after=1_000)
+    monkeypatch.setattr(bridge, "execute", session.execute)
+    with caplog.at_level(logging.INFO, logger="clockwork_svc.storage.cassandra.node_settings"):
+        assert await read_settings(session, _Host("10.0.0.3:9042", False)) is None
+    assert session.requests == 1
+    assert "10.0.0.3:9042: settings not checked" in caplog.text

@@ -49,6 +49,7 @@ CARTESIAN_PER_READ = DEFAULT_MAX_KEYS * PARTITIONS_PER_READ
 
 _QUERY = "SELECT name, value FROM system_views.settings"
 _TIMEOUT_S = 5.0
+_POOL_POLL_S = 0.1
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
 _UNIT = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
@@ -131,13 +132,25 @@ async def check(cluster: Any, session: Any) -> dict[str, list[Finding]]:
 
 async def read_settings(session: Any, host: Any) -> dict[str, str] | None:
     """One node's `system_views.settings` (name to value), or None (logged at INFO)
-    when it cannot be read."""
-    try:
-        page = await asyncio.wait_for(bridge.execute(session, _QUERY, host=host), _TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - any failure only skips the check
-        log.info("cassandra node %s: settings not checked: %s", host.endpoint, exc)
-        return None
-    return {str(r["name"]): str(r["value"]) for r in page.rows if r["value"] is not None}
+    when it cannot be read within _TIMEOUT_S.
+
+    The driver's connect returns once one node's connection pool is open and opens the
+    others' after: a request pinned to a node without its pool yet fails at once, so
+    it is sent again while that node is not marked down."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _TIMEOUT_S
+    while True:
+        try:
+            request = bridge.execute(session, _QUERY, host=host)
+            page = await asyncio.wait_for(request, max(0.0, deadline - loop.time()))
+        except Exception as exc:  # noqa: BLE001 - any failure only skips the check
+            opening = host.is_up is not False and host not in session.get_pool_state()
+            if opening and loop.time() + _POOL_POLL_S < deadline:
+                await asyncio.sleep(_POOL_POLL_S)
+                continue
+            log.info("cassandra node %s: settings not checked: %s", host.endpoint, exc)
+            return None
+        return {str(r["name"]): str(r["value"]) for r in page.rows if r["value"] is not None}
 
 
 def log_findings(by_node: Mapping[str, list[Finding]]) -> None:
