@@ -497,10 +497,12 @@ async def migrate(
 ) -> list[str]:
     """Create the keyspace if absent, apply pending migrations, record the layout.
 
-    Returns the names (`"0001_initial"`) of the migrations applied by this call; a
-    second run returns `[]`. The layout is written once (compare-and-set): if the
-    cluster already has one, it is kept (logged when it differs from `layout`).
-    The tables' default TTLs are set to the given retention on every run.
+    A new keyspace gets BASELINE's schema at once, then any later migration. Returns
+    the names (`"0001_initial"`) of the migrations applied (or recorded as applied by
+    BASELINE) by this call; a second run returns `[]`. The layout is written once
+    (compare-and-set): if the cluster already has one, it is kept (logged when it
+    differs from `layout`). The tables' default TTLs are set to the given retention
+    on every run.
 
     Run it from one place at a time (a deploy job): concurrent DDL from several
     clients can make Cassandra disagree on table ids. It first logs what in the
