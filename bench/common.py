@@ -3,6 +3,7 @@ printed table and the JSON written beside it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -68,6 +69,17 @@ def warm_up(n: int, window_ms: int, fraction: float = WARM_UP_FRACTION) -> tuple
     just-started Cassandra compiles its hot paths during its first thousands of
     requests (bench.peers measured a 565 ms median lag cold, 1 ms warm, same rate)."""
     return max(10, int(n * fraction)), max(1000, int(window_ms * fraction))
+
+
+def add_warm_up(parser: argparse.ArgumentParser) -> None:
+    """`--warm-up FRACTION` (default WARM_UP_FRACTION; 0: no warm-up run), for
+    `warm_up`."""
+    parser.add_argument(
+        "--warm-up",
+        type=float,
+        default=WARM_UP_FRACTION,
+        help="first run, not measured: this fraction of --m and --window-s (0: none)",
+    )
 
 
 def ratio(numerator: float, denominator: float) -> float:

@@ -51,7 +51,7 @@ from bench import analysis, durability, kafka_io, loadgen, plot, raw_durable
 from bench.cluster import TENANT, BenchCluster, servers
 from bench.common import (
     RESULTS_DIR,
-    WARM_UP_FRACTION,
+    add_warm_up,
     machine,
     now_ms,
     print_table,
@@ -403,12 +403,7 @@ def main() -> None:
     parser.add_argument("--workers", type=ints, default=[1, 2, 3])
     parser.add_argument("--window-s", type=int, default=10, help="due window of a saturating run")
     parser.add_argument("--steady-s", type=float, default=30, help="length of the half-rate run")
-    parser.add_argument(
-        "--warm-up",
-        type=float,
-        default=WARM_UP_FRACTION,
-        help="first run, not measured: this fraction of --m and --window-s (0: none)",
-    )
+    add_warm_up(parser)
     parser.add_argument(
         "--fixed-rate",
         type=floats,

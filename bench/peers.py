@@ -34,7 +34,7 @@ import uvloop
 from bench import analysis, durability, fire
 from bench.cluster import BenchCluster, servers
 from bench.common import (
-    WARM_UP_FRACTION,
+    add_warm_up,
     free_port,
     machine,
     now_ms,
@@ -262,12 +262,7 @@ def main() -> None:
     parser.add_argument("--light-rate", type=float, default=100, help="firings/s, light run")
     parser.add_argument("--light-s", type=float, default=20)
     parser.add_argument("--workers", type=int, default=1, help="Clockwork workers")
-    parser.add_argument(
-        "--warm-up",
-        type=float,
-        default=WARM_UP_FRACTION,
-        help="each scheduler's first run, not compared: this fraction of --m (0: none)",
-    )
+    add_warm_up(parser)
     parser.add_argument("--celery-concurrency", type=int, default=8)
     parser.add_argument("--shards", type=int, default=64)
     fire.add_gc_young_threshold(parser)
