@@ -339,6 +339,24 @@ async def running(
         await node.stop(settings)
 
 
+def _collect_when_idle(node: Node, worker: Worker, threshold: int) -> None:
+    """A worker collects between deliveries (gc_policy.collect_when_idle)."""
+    if not threshold:
+        log.info("gc: idle collections off (--gc-idle-threshold 0)")
+        return
+    node.extra_tasks.append(
+        asyncio.create_task(
+            gc_policy.collect_when_idle(worker.quiet_ms, threshold), name="gc-when-idle"
+        )
+    )
+    log.info(
+        "gc: the worker collects early, with nothing to send for %d ms, once the young "
+        "generation holds %d allocations",
+        gc_policy.IDLE_QUIET_MS,
+        threshold,
+    )
+
+
 async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     stop = asyncio.Event()
@@ -348,6 +366,8 @@ async def serve(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
     async with running(settings, api=api, worker=worker) as node:
         gc_policy.freeze_startup_heap(settings.ops.gc_young_threshold)
         gc_policy.observe_pauses(node.metrics.gc_paused)
+        if node.worker is not None:
+            _collect_when_idle(node, node.worker, settings.ops.gc_idle_threshold)
         parts = [name for name, on in (("api", api), ("worker", worker)) if on]
         log.info(
             "clockwork %s started: grpc port %s, http port %s, ops port %s, %d shards",

@@ -91,9 +91,19 @@ def _run(settings: ProcessSettings, *, api: bool, worker: bool) -> None:
 
 
 def _ops_settings(
-    ops_listen: str, log_level: str, gc_young_threshold: int, otlp_endpoint: str | None
+    ops_listen: str,
+    log_level: str,
+    gc_young_threshold: int,
+    gc_idle_threshold: int,
+    otlp_endpoint: str | None,
 ) -> OpsSettings:
     host, port = host_port(ops_listen, "--ops-listen", _DEFAULT.ops.port)
+    if 0 < gc_idle_threshold < MIN_YOUNG_THRESHOLD:
+        raise click.BadParameter(
+            f"must be 0 (off) or from {MIN_YOUNG_THRESHOLD} to {MAX_YOUNG_THRESHOLD}, "
+            f"got {gc_idle_threshold}",
+            param_hint="--gc-idle-threshold",
+        )
     if otlp_endpoint and not otlp_endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(
             f"{otlp_endpoint!r} is not an http:// or https:// URL", param_hint="--otlp-endpoint"
@@ -103,6 +113,7 @@ def _ops_settings(
         port=port,
         log_level=log_level,
         gc_young_threshold=gc_young_threshold,
+        gc_idle_threshold=gc_idle_threshold,
         otlp_endpoint=otlp_endpoint or None,
     )
 
@@ -131,6 +142,16 @@ _ops_options = option_group(
         show_default=True,
         help="Allocations between collections of Python's youngest GC generation: lower "
         "gives shorter, more frequent pauses (a tighter lag tail), higher more throughput.",
+    ),
+    click.option(
+        "--gc-idle-threshold",
+        envvar="CLOCKWORK_GC_IDLE_THRESHOLD",
+        type=click.IntRange(0, MAX_YOUNG_THRESHOLD),
+        default=_DEFAULT.ops.gc_idle_threshold,
+        show_default=True,
+        help="A worker with nothing to send for a few milliseconds collects its youngest "
+        "GC generation early, once it holds this many allocations, so the pause falls "
+        "between deliveries (0: off; collections then run at --gc-young-threshold only).",
     ),
     click.option(
         "--otlp-endpoint",

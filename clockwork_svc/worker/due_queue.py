@@ -33,6 +33,10 @@ class DueQueue(Generic[T]):
         """How many queued items fall due by when (for load reports)."""
         return self._due
 
+    def first_due(self) -> int | None:
+        """The earliest queued item's due time (None: the queue is empty)."""
+        return self._heap[0][0] if self._heap else None
+
     def pop_if_before(self, due_ms: int) -> tuple[int, T] | None:
         """The first queued item if it falls due before `due_ms` (None otherwise)."""
         if not self._heap or self._heap[0][0] >= due_ms:

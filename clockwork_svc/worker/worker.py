@@ -30,6 +30,7 @@ from clockwork_svc.worker.firing_observer import FiringObserver
 from clockwork_svc.worker.sequencer import OrderingSequencer
 from clockwork_svc.worker.shard_scanner import ScanSettings, ShardScanner
 from clockwork_svc.worker.tenant_gates import TenantGates, Verdict
+from clockwork_svc.worker.upcoming_sends import UpcomingSends
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ class Worker:
         self._held_task: asyncio.Task[None] | None = None
         self._load = LoadTracker(clock.now_ms())
         self._dispatch_paused = False
+        # Due times of the firings taken from the queue and not yet sent.
+        self._upcoming = UpcomingSends()
 
     @property
     def owned_shards(self) -> dict[int, int]:
@@ -185,6 +188,16 @@ class Worker:
             in_flight=len(self._deliveries),
             window_s=window_s,
         )
+
+    def quiet_ms(self) -> int | None:
+        """How long from now until this worker next sends a firing, as far as it knows
+        (negative: one is late; None: nothing is queued). A firing still in the due
+        queue is counted at its due time, not at its read-ahead."""
+        firsts = [self._upcoming.first(), self._queue.first_due()]
+        if firsts[1] is not None:
+            firsts[1] += READ_AHEAD_MS
+        known = [t for t in firsts if t is not None]
+        return min(known) - self._clock.now_ms() if known else None
 
     def offer(self, firing: Firing) -> None:
         """A firing this process just wrote: fire it without waiting for a scan."""
@@ -338,6 +351,8 @@ class Worker:
         # deliveries: it passes on as soon as the delivery returns, while this firing's
         # record and `done` are written (they load the store, not the tenant's target).
         turn_open = not item.skip  # a skipped firing never took a turn (`_admitted`)
+        upcoming = True
+        self._upcoming.add(firing.fire_at_ms)
 
         def release_turn() -> None:
             nonlocal turn_open
@@ -345,11 +360,23 @@ class Worker:
                 turn_open = False
                 self._unblock(firing.tenant)
 
+        def sent() -> None:
+            nonlocal upcoming
+            if upcoming:
+                upcoming = False
+                self._upcoming.remove(firing.fire_at_ms)
+
+        async def until_due() -> None:
+            try:
+                await self._until_due(item)
+            finally:
+                sent()
+
         try:
             outcome = await self._dispatcher.handle(
                 firing,
                 held_ms=item.held_ms,
-                until_due=lambda: self._until_due(item),
+                until_due=until_due,
                 skip=item.skip,
                 delivered=release_turn,
             )
@@ -374,6 +401,7 @@ class Worker:
             log.exception("firing %s failed unexpectedly; will retry", firing.firing_id)
             self._retry_later(item)
         finally:
+            sent()
             self._slots.release()
             if item.skip:
                 self._release_blocked(firing.tenant)

@@ -152,6 +152,21 @@ async def test_gc_young_threshold_reaches_the_process(tmp_path: Path) -> None:
         assert f"young generation collected every {expected} allocations" in dev.log()
 
 
+async def test_gc_idle_threshold_reaches_the_process(tmp_path: Path) -> None:
+    """The start-up log line says whether the worker collects between deliveries."""
+    info = ("--log-level", "INFO")
+    cases = [
+        ([], {}, "young generation holds 1000 allocations"),
+        (["--gc-idle-threshold", "2500"], {}, "young generation holds 2500 allocations"),
+        ([], {"CLOCKWORK_GC_IDLE_THRESHOLD": "0"}, "idle collections off"),
+    ]
+    for i, (flags, env, expected) in enumerate(cases):
+        log = tmp_path / f"{i}.log"
+        dev = await start_dev(tmp_path / str(i), free_port(), log, *info, *flags, env=env)
+        await dev.kill(signal.SIGTERM)
+        assert expected in dev.log()
+
+
 async def test_gc_young_threshold_out_of_range_is_refused(tmp_path: Path) -> None:
     for bad in ("0", "99", "1000001", "lots"):
         code, _, err = await run_cli(

@@ -57,6 +57,7 @@ def test_default_render_has_every_component(kube: KubeTools) -> None:
     assert "replicas" not in worker["spec"]  # the operator owns it
     env = {e["name"]: e for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CLOCKWORK_GC_YOUNG_THRESHOLD"]["value"] == "10000"
+    assert env["CLOCKWORK_GC_IDLE_THRESHOLD"]["value"] == "1000"
     operator = by_name(objects, "Deployment", "-operator")
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--worker-deployment=clockwork-system/t-clockwork-worker" in args
@@ -136,11 +137,12 @@ def test_large_numbers_from_a_values_file_render_as_integers(
     """A values file's numbers reach the template as floats: 1000000 must not render
     as 1e+06, which the worker would refuse."""
     values = tmp_path / "values.yaml"
-    values.write_text("worker:\n  gcYoungThreshold: 1000000\n")
+    values.write_text("worker:\n  gcYoungThreshold: 1000000\n  gcIdleThreshold: 1000000\n")
     objects = kube.template(TOKEN, values=values)
     worker = by_name(objects, "Deployment", "-worker")["spec"]["template"]["spec"]
     env = {e["name"]: e for e in worker["containers"][0]["env"]}
     assert env["CLOCKWORK_GC_YOUNG_THRESHOLD"]["value"] == "1000000"
+    assert env["CLOCKWORK_GC_IDLE_THRESHOLD"]["value"] == "1000000"
 
 
 def test_namespaced_operator_gets_roles_per_namespace(kube: KubeTools) -> None:
@@ -181,6 +183,8 @@ def test_rbac_has_no_wildcards(kube: KubeTools, variant: str) -> None:
         ([TOKEN, "worker.autoscaling.hysteresis=2"], "hysteresis"),
         ([TOKEN, "worker.gcYoungThreshold=50"], "gcYoungThreshold"),
         ([TOKEN, "worker.gcYoungThreshold=1000001"], "gcYoungThreshold"),
+        ([TOKEN, "worker.gcIdleThreshold=50"], "gcIdleThreshold"),
+        ([TOKEN, "worker.gcIdleThreshold=-1"], "gcIdleThreshold"),
         ([TOKEN, "api.unknownKey=1"], "unknownKey"),
         ([TOKEN, "api.http.port=70000"], "port"),
         ([TOKEN, "etcd.tls.existingSecret=Not_A_Name"], "/etcd/tls/existingSecret"),

@@ -156,6 +156,7 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         "--ops-listen", "ops",
         "--log-level", "DEBUG",
         "--gc-young-threshold", "500",
+        "--gc-idle-threshold", "2000",
         "--kafka", "kafka:9",
         "--allow-private-targets", "10.0.0.0/8",
         "--max-concurrent-deliveries", "3",
@@ -175,7 +176,11 @@ def test_each_flag_reaches_its_setting(runs: Any, tmp_path: Path) -> None:
         batch_linger_ms=0.0,
     )
     assert settings.ops == OpsSettings(
-        host="ops", port=OpsSettings().port, log_level="DEBUG", gc_young_threshold=500
+        host="ops",
+        port=OpsSettings().port,
+        log_level="DEBUG",
+        gc_young_threshold=500,
+        gc_idle_threshold=2000,
     )
     assert settings.kafka == "kafka:9"
     assert settings.targets == AddressPolicy(allowed_networks=parse_networks("10.0.0.0/8"))
@@ -222,6 +227,7 @@ def test_the_environment_fills_settings_too(runs: Any) -> None:
             "CLOCKWORK_CASSANDRA_WRITE_BATCH": "9",
             "CLOCKWORK_ETCD": "etcd:2",
             "CLOCKWORK_CLUSTER": "envc",
+            "CLOCKWORK_GC_IDLE_THRESHOLD": "0",
         },
     )
     assert result.exit_code == 0, result.output
@@ -231,6 +237,7 @@ def test_the_environment_fills_settings_too(runs: Any) -> None:
     assert settings.store.cassandra.write_batch == 9
     assert settings.etcd is not None
     assert (settings.etcd.endpoint, settings.etcd.cluster) == ("etcd:2", "envc")
+    assert settings.ops.gc_idle_threshold == 0
 
 
 @pytest.mark.parametrize(
@@ -246,6 +253,9 @@ def test_the_environment_fills_settings_too(runs: Any) -> None:
         (["worker", "--etcd", "e:x"], "'e:x' is not HOST:PORT"),
         (["schema", "migrate", "--bucket", "500ms"], "must be at least 1s"),
         (["schema", "migrate", "--replication", "dc1"], "'dc1' is not DC:RF"),
+        (["worker", "--gc-idle-threshold", "99"], "must be 0 (off) or from 100 to 1000000"),
+        (["worker", "--gc-idle-threshold", "-1"], "--gc-idle-threshold"),
+        (["worker", "--gc-idle-threshold", "1000001"], "--gc-idle-threshold"),
     ],
 )
 def test_bad_flags_are_usage_errors(runs: Any, args: list[str], message: str) -> None:

@@ -305,3 +305,45 @@ async def test_the_rate_limit_counts_a_read_ahead_delivery_when_it_leaves(
         assert sent[0] >= due
         gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
         assert min(gaps) >= 240, gaps
+
+
+def _near(value: int | None, expected: int, slack_ms: int = 60) -> bool:
+    return value is not None and abs(value - expected) <= slack_ms
+
+
+async def test_quiet_time_runs_to_the_next_due_time_queued_read_or_waiting(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        assert n.worker.quiet_ms() is None  # nothing queued
+        first, second = CLOCK.now_ms() + 1_500, CLOCK.now_ms() + 3_000
+        await n.scheduling.create("acme", "first", once(first))
+        await n.scheduling.create("acme", "second", once(second))
+        # Both queued (not read yet): counted at their due time, not at the read-ahead.
+        await wait_for(lambda: n.worker.quiet_ms() is not None)
+        assert "first" not in n.store.reads
+        assert _near(n.worker.quiet_ms(), first - CLOCK.now_ms())
+        # Read, waiting for its due time: still the next send.
+        await wait_for(lambda: "first" in n.store.reads)
+        assert "first" not in n.sink.sent_ms
+        assert _near(n.worker.quiet_ms(), first - CLOCK.now_ms())
+        await wait_for(lambda: "first" in n.sink.sent_ms)
+        assert _near(n.worker.quiet_ms(), second - CLOCK.now_ms())
+        await wait_for(lambda: "second" in n.sink.sent_ms)
+        assert n.worker.quiet_ms() is None
+
+
+async def test_a_firing_whose_read_outlasts_its_due_time_leaves_no_quiet_time(
+    tmp_path: Path,
+) -> None:
+    async with node(tmp_path) as n:
+        n.store.slow["slow"] = (READ_AHEAD_MS + 400) / 1000
+        due = CLOCK.now_ms() + 1_000
+        await n.scheduling.create("acme", "slow", once(due))
+        await wait_for(lambda: "slow" in n.store.reads)
+        await wait_for(lambda: CLOCK.now_ms() > due + 50)
+        assert "slow" not in n.sink.sent_ms
+        quiet = n.worker.quiet_ms()
+        assert quiet is not None and quiet < -40
+        await wait_for(lambda: "slow" in n.sink.sent_ms)
+        assert n.worker.quiet_ms() is None
