@@ -227,7 +227,7 @@ def test_the_environment_fills_settings_too(runs: Any) -> None:
             "CLOCKWORK_CASSANDRA_WRITE_BATCH": "9",
             "CLOCKWORK_ETCD": "etcd:2",
             "CLOCKWORK_CLUSTER": "envc",
-            "CLOCKWORK_GC_IDLE_THRESHOLD": "0",
+            "CLOCKWORK_GC_IDLE_THRESHOLD": "1000",
         },
     )
     assert result.exit_code == 0, result.output
@@ -237,7 +237,7 @@ def test_the_environment_fills_settings_too(runs: Any) -> None:
     assert settings.store.cassandra.write_batch == 9
     assert settings.etcd is not None
     assert (settings.etcd.endpoint, settings.etcd.cluster) == ("etcd:2", "envc")
-    assert settings.ops.gc_idle_threshold == 0
+    assert settings.ops.gc_idle_threshold == 1000
 
 
 @pytest.mark.parametrize(
