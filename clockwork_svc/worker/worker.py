@@ -193,10 +193,11 @@ class Worker:
         """How long from now until this worker next sends a firing, as far as it knows
         (negative: one is late; None: nothing is queued). A firing still in the due
         queue is counted at its due time, not at its read-ahead."""
-        firsts = [self._upcoming.first(), self._queue.first_due()]
-        if firsts[1] is not None:
-            firsts[1] += READ_AHEAD_MS
-        known = [t for t in firsts if t is not None]
+        sends = [self._upcoming.first()]
+        queued = self._queue.first_due()
+        if queued is not None:
+            sends.append(queued + READ_AHEAD_MS)
+        known = [t for t in sends if t is not None]
         return min(known) - self._clock.now_ms() if known else None
 
     def offer(self, firing: Firing) -> None:
