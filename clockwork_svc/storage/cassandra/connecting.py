@@ -37,7 +37,6 @@ from cassandra.query import dict_factory
 
 from clockwork_svc.errors import StoreRefused, StoreUnavailable
 from clockwork_svc.storage.cassandra import loop_connection
-from clockwork_svc.storage.cassandra.loop_connection import LoopConnection
 
 if TYPE_CHECKING:
     from clockwork_svc.settings import CassandraTlsSettings
@@ -277,7 +276,7 @@ def _connect_once(
     ssl_context: ssl.SSLContext | None,
     attempt_timeout_s: float,
     speculative_delay_s: float,
-    connection_class: type[LoopConnection],
+    connection_class: type[Any],
 ) -> tuple[Any, Any]:
     """Blocking: build a Cluster and open a Session (no keyspace; CQL names it)."""
     auth = (
@@ -323,8 +322,13 @@ async def connect(
     tls: CassandraTlsSettings | None = None,
     timeout_s: float = 60.0,
     speculative_delay_s: float = 0.0,
+    connection_class: type[Any] | None = None,
 ) -> tuple[Any, Any]:
     """Return `(cluster, session)`, retrying an unreachable cluster until `timeout_s`.
+
+    The cluster's sockets are served by the calling event loop (`loop_connection`);
+    `connection_class` names another driver Connection class (bench/driver.py compares
+    the driver's own libev reactor).
 
     Each failed attempt logs one warning line; backoff doubles from 0.25s up to 5s.
     Raises `StoreUnavailable` naming the addresses once the time is up, and
@@ -337,8 +341,8 @@ async def connect(
     where = ", ".join(f"{h}:{p}" for h, p in points)
     credentials = Credentials(username, password or "") if username else None
     ssl_context = tls_context(tls) if tls is not None else None
-    # The cluster's sockets are served by this loop (loop_connection.py).
-    connection_class = loop_connection.bound_to(asyncio.get_running_loop())
+    if connection_class is None:
+        connection_class = loop_connection.bound_to(asyncio.get_running_loop())
     deadline = time.monotonic() + timeout_s
     delay = _BACKOFF_INITIAL_S
     attempt = 0
