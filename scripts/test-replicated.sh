@@ -14,8 +14,7 @@ log() { printf '\n== %s\n' "$*"; }
 
 # The single-node nemeses that also run on the clusters: the others restart, throttle
 # or reroute the one single server (their replicated counterparts are
-# tests/nemesis/test_replicated_stores.py). And the driver's connections on the event
-# loop, over the cluster's TLS.
+# tests/nemesis/test_replicated_stores.py).
 ON_CLUSTERS=(
   tests/nemesis/test_worker_faults.py
   tests/nemesis/test_api_restart.py
@@ -24,7 +23,6 @@ ON_CLUSTERS=(
   tests/nemesis/test_backlog_lease_loss.py
   tests/nemesis/test_fencing_switch.py
   tests/nemesis/test_create_race.py
-  tests/integration/test_cassandra_loop_connection.py
 )
 
 log "starting the replicated stores (e2e/infra)"

@@ -193,18 +193,6 @@ def test_store_ops(tmp_path: Path) -> None:
     assert loops["read + record"]["client_us_per_firing"] > 0
 
 
-def test_driver(tmp_path: Path) -> None:
-    report = run_bench("bench.driver", tmp_path, "--seconds", "0.5", "--reps", "1")
-    phases = {(row["reactor"], row["phase"]): row for row in report["runs"]}
-    assert set(phases) == {
-        (reactor, phase)
-        for reactor in ("loop", "libev")
-        for phase in ("sequential", "paced", "in flight")
-    }
-    assert all(row["requests"] > 0 and row["cpu_us_per_request"] > 0 for row in phases.values())
-    assert len(report["ratios"]) == 3
-
-
 def test_overload(tmp_path: Path) -> None:
     # A limit of 8 in flight: the burst of 160 calls is refused in part, cleanly.
     report = run_bench(

@@ -1,10 +1,9 @@
 """The asyncio bridge over the driver's `execute_async`.
 
-The driver completes a request where its connection is read: on the event loop
-(loop_connection.py), where the result settles the caller's future in place, or on a
-driver thread, which hands it to the loop with `call_soon_threadsafe`. Results are
-fetched one page at a time with an explicit `paging_state`: iterating a `ResultSet`
-past its first page fetches the next page synchronously, which would block the loop.
+The driver completes requests on its own I/O thread; its callbacks hand the result to
+the event loop with `call_soon_threadsafe`. Results are fetched one page at a time
+with an explicit `paging_state`: iterating a `ResultSet` past its first page fetches
+the next page synchronously, which would block the loop.
 
 Driver errors that mean "unreachable, overloaded or timed out" become
 `StoreUnavailable` (cause chained); anything else (a bad query) propagates as is.
@@ -112,13 +111,6 @@ def _settle_error(future: asyncio.Future[Page], exc: BaseException) -> None:
 
 
 def _hand_over(loop: asyncio.AbstractEventLoop, settle: Any, *args: Any) -> None:
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None  # a driver thread
-    if running is loop:
-        settle(*args)  # read by the loop itself (loop_connection.py)
-        return
     try:
         loop.call_soon_threadsafe(settle, *args)
     except RuntimeError:

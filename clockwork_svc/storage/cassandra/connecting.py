@@ -2,8 +2,6 @@
 
 Building a `Cluster` resolves contact points (DNS) and `connect()` blocks until the
 control connection is up, so both run in a worker thread; the event loop only awaits.
-Once connected, the cluster's sockets are read and written by that event loop
-(`loop_connection`), so the cluster is used from that loop only.
 
 Start-up retries a cluster it cannot reach, but not one that refuses it: a wrong
 password or a certificate the other side does not trust fails the same way on every
@@ -36,7 +34,6 @@ from cassandra.policies import (
 from cassandra.query import dict_factory
 
 from clockwork_svc.errors import StoreRefused, StoreUnavailable
-from clockwork_svc.storage.cassandra import loop_connection
 
 if TYPE_CHECKING:
     from clockwork_svc.settings import CassandraTlsSettings
@@ -276,7 +273,6 @@ def _connect_once(
     ssl_context: ssl.SSLContext | None,
     attempt_timeout_s: float,
     speculative_delay_s: float,
-    connection_class: type[Any],
 ) -> tuple[Any, Any]:
     """Blocking: build a Cluster and open a Session (no keyspace; CQL names it)."""
     auth = (
@@ -298,7 +294,6 @@ def _connect_once(
         # attempt can come 16 s after the node is back, and every firing due meanwhile
         # waits for it. Capped at 5 s, a restarted node is back in use within 5 s.
         reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
-        connection_class=connection_class,
     )
     driver_log = logging.getLogger("cassandra.cluster")
     quiet = _QuietAttempt()
@@ -322,13 +317,8 @@ async def connect(
     tls: CassandraTlsSettings | None = None,
     timeout_s: float = 60.0,
     speculative_delay_s: float = 0.0,
-    connection_class: type[Any] | None = None,
 ) -> tuple[Any, Any]:
     """Return `(cluster, session)`, retrying an unreachable cluster until `timeout_s`.
-
-    The cluster's sockets are served by the calling event loop (`loop_connection`);
-    `connection_class` names another driver Connection class (bench/driver.py compares
-    the driver's own libev reactor).
 
     Each failed attempt logs one warning line; backoff doubles from 0.25s up to 5s.
     Raises `StoreUnavailable` naming the addresses once the time is up, and
@@ -341,8 +331,6 @@ async def connect(
     where = ", ".join(f"{h}:{p}" for h, p in points)
     credentials = Credentials(username, password or "") if username else None
     ssl_context = tls_context(tls) if tls is not None else None
-    if connection_class is None:
-        connection_class = loop_connection.bound_to(asyncio.get_running_loop())
     deadline = time.monotonic() + timeout_s
     delay = _BACKOFF_INITIAL_S
     attempt = 0
@@ -360,7 +348,6 @@ async def connect(
                 ssl_context,
                 per_attempt,
                 speculative_delay_s,
-                connection_class,
             )
         except (*_UNREACHABLE, AuthenticationFailed) as exc:
             refused = refusals(exc, tls)
