@@ -27,6 +27,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.spec import Target
 from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.errors import StoreUnavailable
 
 
 class Clock(Protocol):
@@ -81,10 +82,15 @@ class Store(Protocol):
         of concurrent inserts for the same pair, exactly one succeeds.
         """
 
-    async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
         """`insert_schedule` of each, answered in order; cheaper than one call each. Each
-        insert is atomic on its own, not the whole: if this raises, any of them may
-        have been inserted."""
+        insert is atomic on its own, not the whole. A schedule the store could not
+        write is answered with the `StoreUnavailable` it met (it may or may not have
+        been inserted), and the others are still answered: a store that fails one
+        partition fails only the creates that land there. If this raises, any of
+        them may have been inserted."""
 
     async def get_schedule(self, tenant: str, key: str) -> Schedule | None: ...
 

@@ -38,6 +38,7 @@ from clockwork_svc.domain.model import (
     TriggerRequest,
 )
 from clockwork_svc.domain.tenant import Tenant
+from clockwork_svc.errors import StoreUnavailable
 from clockwork_svc.storage.columns import (
     DEAD_LETTERS,
     EXECUTIONS,
@@ -157,7 +158,10 @@ class SqliteStore:
     async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
         return await self._run(self._insert_schedule, schedule)
 
-    async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
+        # One transaction per schedule on the one file: a failure fails the call.
         return await self._run(lambda: [self._insert_schedule(s) for s in schedules])
 
     def _insert_schedule(self, s: Schedule) -> Schedule | None:

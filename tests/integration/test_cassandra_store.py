@@ -129,6 +129,40 @@ async def test_creates_in_one_part_are_conditional_batches_that_name_the_taken_k
 
 
 @pytest.mark.cassandra
+async def test_a_partition_whose_insert_fails_fails_only_its_own_schedules(
+    store: cassandra.CassandraStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = "t-" + uuid.uuid4().hex[:8]
+    batch = [make_schedule(tenant, f"k-{i:02d}", id=f"id-{i}") for i in range(40)]
+    broken = rows.schedule_part(batch[0].key)
+    insert_chunk = store._insert_chunk
+
+    async def failing(chunk: Any) -> Any:
+        if rows.schedule_part(chunk[0].schedule.key) == broken:
+            raise StoreUnavailable("injected: CAS operation timed out")
+        return await insert_chunk(chunk)
+
+    monkeypatch.setattr(store, "_insert_chunk", failing)
+    results = await store.insert_schedules(batch)
+    lost = [s.key for s in batch if rows.schedule_part(s.key) == broken]
+    assert 0 < len(lost) < len(batch)
+    for s, answer in zip(batch, results, strict=True):
+        if s.key in lost:
+            assert isinstance(answer, StoreUnavailable), (s.key, answer)
+            assert await store.get_schedule(tenant, s.key) is None
+        else:
+            assert answer is None, (s.key, answer)
+            assert await store.get_schedule(tenant, s.key) == s
+    with pytest.raises(StoreUnavailable, match="injected"):
+        await store.insert_schedule(batch[0])
+    monkeypatch.setattr(store, "_insert_chunk", insert_chunk)
+    again = await store.insert_schedules(batch)
+    assert again == [None] * len(batch)
+    listed = await store.list_schedules(tenant, None, 100)
+    assert [s.key for s in listed] == [s.key for s in batch]
+
+
+@pytest.mark.cassandra
 async def test_firing_rows_live_until_due_plus_retention(
     store: cassandra.CassandraStore, keyspace: tuple[str, str]
 ) -> None:

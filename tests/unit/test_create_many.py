@@ -12,7 +12,7 @@ import pytest
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import triggers
-from clockwork_svc.domain.model import ClusterLayout, Created, Firing, NewSchedule
+from clockwork_svc.domain.model import ClusterLayout, Created, Firing, NewSchedule, Schedule
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import HttpTarget, Limits, ScheduleSpec
 from clockwork_svc.errors import AlreadyExists, InvalidArgument, StoreUnavailable
@@ -28,9 +28,24 @@ def once(at_ms: int, url: str = "http://127.0.0.1:9/hook") -> ScheduleSpec:
 
 
 class FlakyFirings(SqliteStore):
-    """The embedded store, except that the next `failures` firing writes fail."""
+    """The embedded store, except that the next `failures` firing writes fail, and
+    the inserts of the keys in `unwritable` are answered with an error (as the
+    Cassandra store answers the schedules of a partition it could not write)."""
 
     failures = 0
+    unwritable: frozenset[str] = frozenset()
+
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
+        fine = [s for s in schedules if s.key not in self.unwritable]
+        answers = iter(await super().insert_schedules(fine))
+        return [
+            StoreUnavailable("injected: partition not written")
+            if s.key in self.unwritable
+            else next(answers)
+            for s in schedules
+        ]
 
     async def put_firings(self, firings: Sequence[Firing]) -> None:
         if self.failures:
@@ -142,3 +157,31 @@ async def test_a_failed_firing_write_fails_each_concurrent_create_and_a_retry_ar
     again = await asyncio.gather(*(api.create("t", k, once(due)) for k in keys))
     assert [r.created for r in again] == [False] * 6
     assert all([await armed(store, k) for k in keys])
+
+
+async def test_schedules_the_store_could_not_write_fail_alone_and_a_retry_creates_them(
+    store: FlakyFirings,
+) -> None:
+    api = scheduling(store)
+    due = CLOCK.now_ms() + 3_600_000
+    requests = [NewSchedule(f"p{i}", once(due)) for i in range(6)]
+    store.unwritable = frozenset({"p1", "p4"})
+    first = await api.create_many("t", requests)
+    failed = [
+        r.key for r, answer in zip(requests, first, strict=True) if not isinstance(answer, Created)
+    ]
+    assert failed == ["p1", "p4"]
+    assert all(isinstance(first[i], StoreUnavailable) for i in (1, 4))
+    assert all([await armed(store, f"p{i}") for i in (0, 2, 3, 5)])
+    assert await store.get_schedule("t", "p1") is None
+    store.unwritable = frozenset()
+    again = await api.create_many("t", requests)
+    assert [isinstance(r, Created) and r.created for r in again] == [
+        False,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert all([await armed(store, r.key) for r in requests])

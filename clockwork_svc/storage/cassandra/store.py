@@ -473,12 +473,18 @@ class CassandraStore:
     # --- schedules -------------------------------------------------------------------
 
     async def insert_schedule(self, schedule: Schedule) -> Schedule | None:
-        return (await self.insert_schedules([schedule]))[0]
+        answer = (await self.insert_schedules([schedule]))[0]
+        if isinstance(answer, StoreUnavailable):
+            raise answer
+        return answer
 
-    async def insert_schedules(self, schedules: Sequence[Schedule]) -> list[Schedule | None]:
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
         # The schedules of one partition go as conditional batches: one Paxos round for
         # the lot. A key given twice is two racing creates: its n-th schedule goes in
-        # the partition's n-th round (in one batch both conditions would hold).
+        # the partition's n-th round (in one batch both conditions would hold). A batch
+        # that fails answers its own schedules with the error; the others go on.
         rounds: dict[int, list[list[_Insert]]] = {}
         seen: Counter[str] = Counter()
         for s in schedules:
@@ -487,12 +493,17 @@ class CassandraStore:
                 layers.append([])
             layers[seen[s.key]].append(_Insert(s, rows.insert_schedule_params(s)))
             seen[s.key] += 1
-        answers: dict[int, Schedule | None] = {}
+        answers: dict[int, Schedule | StoreUnavailable | None] = {}
 
         async def insert_part(layers: list[list[_Insert]]) -> None:
             for layer in layers:
                 for chunk in _cas_chunks(layer):
-                    for i, answer in zip(chunk, await self._insert_chunk(chunk), strict=True):
+                    try:
+                        found = await self._insert_chunk(chunk)
+                    except StoreUnavailable as exc:
+                        answers.update((id(i.schedule), exc) for i in chunk)
+                        continue
+                    for i, answer in zip(chunk, found, strict=True):
                         answers[id(i.schedule)] = answer
 
         await bridge.gather_bounded(map(insert_part, rounds.values()), _MAX_IN_FLIGHT)
