@@ -13,12 +13,10 @@ it too. The promise checked here is therefore the strong one: a step of a worker
 wall clock changes nothing. No firing lost, none delivered twice, none early, none
 later than the usual lag, in either direction, by more than the settle window.
 
-What the step did before cluster time (2026-11, measured with this test): forward
-+2.5 s lost 7 and 2 firings in two runs, +8 s lost 41 (the worker's sweep and cursor
-used its own `now - settle`, so a firing the api wrote for the next seconds lay
-behind both); backward -8 s delivered 40 firings twice (the driver stamped the
-worker's "done" writes with its clock, 8 s behind, so Cassandra kept the older row
-and the firing was read and delivered again).
+Without cluster time a forward step loses firings (the worker's sweep and cursor,
+read off its own clock, pass behind rows the api has just written) and a backward
+step delivers firings twice (the worker's "done" writes carry older timestamps
+than the rows they should replace): the checks below catch both.
 
 The test also checks that the step reached the worker: its
 `clockwork_host_clock_skew_seconds` gauge reads the jump.
@@ -29,6 +27,9 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -45,6 +46,8 @@ from tests.nemesis.conftest import LEASE_TTL
 from tests.support.processes import ClockworkProcess, free_port
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+
+FAKETIME_SITE = Path(__file__).parent / "faketime_site"
 
 
 def libfaketime() -> str:
@@ -103,6 +106,10 @@ class FakeClock:
             "FAKETIME_CACHE_DURATION": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "DONT_FAKE_MONOTONIC": "1",  # the name older libfaketime releases read
+            # time.sleep without the libfaketime defect (faketime_site/sitecustomize.py).
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(FAKETIME_SITE), os.environ.get("PYTHONPATH", "")) if p
+            ),
         }
 
 
@@ -162,6 +169,32 @@ async def run_jump(
         if d in first and f.due_ms >= jumped_ms + 500
     ]
     return report, window, lags, skew_s
+
+
+def test_the_faked_process_sleeps_and_reads_the_stepped_clock(tmp_path: Path) -> None:
+    """The harness itself: under libfaketime (with the site fix) time.sleep sleeps
+    for real and the wall clock reads the offset; the monotonic clock stays real."""
+    clock = FakeClock(tmp_path / "faketime.rc")
+    clock.set(-8)
+    probe = (
+        "import time\n"
+        "wall, mono = time.time(), time.monotonic()\n"
+        "time.sleep(0.2)\n"
+        "print(round(time.monotonic() - mono, 2), round(wall - ref, 1))\n"
+    )
+    ref = f"ref = {time.time()}\n"
+    result = subprocess.run(
+        [sys.executable, "-c", ref + probe],
+        env={**os.environ, **clock.env(libfaketime())},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    slept_s, offset_s = map(float, result.stdout.split())
+    assert 0.2 <= slept_s < 1.0, slept_s
+    assert -9.0 < offset_s < -7.0, offset_s
 
 
 @pytest.mark.parametrize("jump_s", [8.0, -8.0])
