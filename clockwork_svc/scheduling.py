@@ -76,6 +76,8 @@ SEARCH_BUDGET_PER_RESULT = 20
 DEFAULT_LISTED = 10
 MAX_LISTED = 100
 _CAS_ATTEMPTS = 5
+# Firing keys read per page when a repeated create looks for its first firing.
+_FIND_PAGE = 1000
 
 
 class Scheduling:
@@ -208,6 +210,14 @@ class Scheduling:
         firings: list[Firing],
         outcomes: list[Created | ClockworkError | None],
     ) -> None:
+        # No firing is written due before the writer's now: a worker's sweep looks back
+        # only its settle window behind now for rows written late. The schedules'
+        # compare-and-set before this can take seconds on a loaded store, so a first
+        # firing planned due at (or just after) the create's start is due now instead.
+        now = self._clock.now_ms()
+        firings = [
+            f if f.fire_at_ms >= now else dataclasses.replace(f, fire_at_ms=now) for f in firings
+        ]
         try:
             await self._put(*firings)
         except ClockworkError as exc:
@@ -568,11 +578,25 @@ class Scheduling:
         _, firing = planning.arm(schedule, schedule.updated_ms)
         if firing is None:
             return
-        if await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id):
+        if await self._written(firing):
             return
         await self._put(
             dataclasses.replace(firing, fire_at_ms=max(firing.fire_at_ms, self._clock.now_ms()))
         )
+
+    async def _written(self, firing: Firing) -> bool:
+        """Whether `firing` is stored: at its planned time, or at a later one up to now
+        (the call that wrote it found that time passed, `_acknowledge_inserted`)."""
+        if await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id):
+            return True
+        start, end = (firing.fire_at_ms, ""), self._clock.now_ms() + 1
+        while True:
+            keys = await self._store.scan_firing_keys(firing.shard, start, end, _FIND_PAGE)
+            if any(k.firing_id == firing.firing_id for k in keys):
+                return True
+            if len(keys) < _FIND_PAGE:
+                return False
+            start = keys[-1].sort_key
 
     async def _put(self, *firings: Firing) -> None:
         await self._store.put_firings(firings)

@@ -185,3 +185,76 @@ async def test_schedules_the_store_could_not_write_fail_alone_and_a_retry_create
         False,
     ]
     assert all([await armed(store, r.key) for r in requests])
+
+
+class SlowInserts(FlakyFirings):
+    """Schedules' inserts that take `delay_ms` of the clock (a loaded store's Paxos)."""
+
+    delay_ms = 0
+    clock: SteppedClock
+
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
+        answers = await super().insert_schedules(schedules)
+        self.clock.ms += self.delay_ms
+        return answers
+
+
+class SteppedClock:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def monotonic(self) -> float:
+        return self.ms / 1000
+
+
+async def test_a_slow_insert_does_not_leave_a_first_firing_due_in_the_past(
+    store: FlakyFirings,
+) -> None:
+    """A first firing due at the create's start (a one-shot due now or earlier) is
+    written due when it is written, not when the create began: a worker's sweep
+    looks back only its settle window (3 s) for rows written late."""
+    start = CLOCK.now_ms()
+    clock = SteppedClock(start)
+    slow = SlowInserts(store._conn, store._executor)
+    slow.clock, slow.delay_ms = clock, 5_000
+    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    results = await api.create_many(
+        "t", [NewSchedule("past", once(start - 60_000)), NewSchedule("later", once(start + 60_000))]
+    )
+    assert all(isinstance(r, Created) and r.created for r in results)
+    written = {
+        f.schedule_key: f
+        for shard in range(LAYOUT.shard_count)
+        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
+    }
+    assert written["past"].fire_at_ms == start + 5_000
+    assert written["past"].occurrence_ms == start - 60_000
+    assert written["later"].fire_at_ms == start + 60_000
+
+
+async def test_a_repeat_of_a_slow_create_finds_its_re_timed_firing(store: FlakyFirings) -> None:
+    """The create's answer was lost after its overdue firing was written late (due at
+    the write): the repeat finds that firing and writes no second one."""
+    start = CLOCK.now_ms()
+    clock = SteppedClock(start)
+    slow = SlowInserts(store._conn, store._executor)
+    slow.clock, slow.delay_ms = clock, 5_000
+    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    request = [NewSchedule("past", once(start - 60_000))]
+    first = await api.create_many("t", request)
+    clock.ms += 2_000
+    again = await api.create_many("t", request)
+    assert isinstance(first[0], Created) and first[0].created
+    assert isinstance(again[0], Created) and not again[0].created
+    rows = [
+        f
+        for shard in range(LAYOUT.shard_count)
+        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
+        if f.schedule_key == "past"
+    ]
+    assert [f.fire_at_ms for f in rows] == [start + 5_000]
