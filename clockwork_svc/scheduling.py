@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -56,6 +57,8 @@ from clockwork_svc.errors import (
     NotFound,
     StoreUnavailable,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
 # A trigger-now whose firing is not found this long after its request id was stored is
@@ -210,16 +213,8 @@ class Scheduling:
         firings: list[Firing],
         outcomes: list[Created | ClockworkError | None],
     ) -> None:
-        # No firing is written due before the writer's now: a worker's sweep looks back
-        # only its settle window behind now for rows written late. The schedules'
-        # compare-and-set before this can take seconds on a loaded store, so a first
-        # firing planned due at (or just after) the create's start is due now instead.
-        now = self._clock.now_ms()
-        firings = [
-            f if f.fire_at_ms >= now else dataclasses.replace(f, fire_at_ms=now) for f in firings
-        ]
         try:
-            await self._put(*firings)
+            await self._put_after_cas(*firings)
         except ClockworkError as exc:
             for i, _ in inserted:
                 outcomes[i] = exc
@@ -400,7 +395,7 @@ class Scheduling:
         if not await self._store.replace_schedule(changed, current.version):
             return None
         if firing is not None:
-            await self._put(firing)
+            await self._put_after_cas(firing)
         if settle and current.state is ScheduleState.ACTIVE:
             # A worker may have read the old version up to READ_AHEAD_MS before an
             # occurrence's due time (planning.READ_AHEAD_MS): acknowledge only once
@@ -586,7 +581,7 @@ class Scheduling:
 
     async def _written(self, firing: Firing) -> bool:
         """Whether `firing` is stored: at its planned time, or at a later one up to now
-        (the call that wrote it found that time passed, `_acknowledge_inserted`)."""
+        (the call that wrote it found that time passed, `_put_after_cas`)."""
         if await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id):
             return True
         start, end = (firing.fire_at_ms, ""), self._clock.now_ms() + 1
@@ -598,10 +593,33 @@ class Scheduling:
                 return False
             start = keys[-1].sort_key
 
+    async def _put_after_cas(self, *firings: Firing) -> None:
+        """Write firings planned before a compare-and-set of their schedules. No firing
+        is written due before the writer's now: a worker's sweep looks back only its
+        settle window behind now for rows written late, and the compare-and-set can
+        take seconds on a loaded store, so one planned due before now is due now
+        (`_written` finds it there)."""
+        now = self._clock.now_ms()
+        await self._put(
+            *(f if f.fire_at_ms >= now else dataclasses.replace(f, fire_at_ms=now) for f in firings)
+        )
+
     async def _put(self, *firings: Firing) -> None:
-        await self._store.put_firings(firings)
-        for firing in firings:
-            self._on_new_firing(firing)
+        """Write firings so that workers read them: one whose write completed too long
+        after its due time for a sweep to be sure to find it is written again, due
+        now, until a write is quick enough (`planning.late_rewrites`)."""
+        pending: Sequence[Firing] = firings
+        while pending:
+            await self._store.put_firings(pending)
+            for firing in pending:
+                self._on_new_firing(firing)
+            pending = planning.late_rewrites(pending, self._clock.now_ms())
+            if pending:
+                log.warning(
+                    "%d firing(s) written %d ms or more after due; written again, due now",
+                    len(pending),
+                    planning.LATE_WRITE_MS,
+                )
 
 
 def _check_listed(value: int, field: str, minimum: int = 0) -> None:

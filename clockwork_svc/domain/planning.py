@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clockwork_svc.domain import identity, retry, triggers
@@ -26,6 +27,27 @@ from clockwork_svc.domain.model import (
     ScheduleState,
 )
 from clockwork_svc.domain.spec import MisfirePolicy, OverlapPolicy, ScheduleSpec
+
+SETTLE_MS = 3_000
+"""How far behind now a worker's sweep looks for firing rows written late: a firing
+row must be readable within this long of its due time, or no sweep finds it."""
+LATE_WRITE_MS = SETTLE_MS - 1_000
+"""A writer whose firing write completes this long or more after the firing's due
+time writes it again, due now (`late_rewrites`): the first write may have become
+readable behind every sweep. The second only is certain to be read; if the first was
+read too, the occurrence is delivered twice under one delivery id (at least once)."""
+
+
+def late_rewrites(firings: Sequence[Firing], written_ms: int) -> list[Firing]:
+    """The firings of a write completed at `written_ms` that must be written again,
+    each due `written_ms` or later, in their order: those due `LATE_WRITE_MS` or more
+    before it, moved together by one shift that makes the earliest due then."""
+    late = [f for f in firings if f.fire_at_ms <= written_ms - LATE_WRITE_MS]
+    if not late:
+        return []
+    shift = written_ms - min(f.fire_at_ms for f in late)
+    return [dataclasses.replace(f, fire_at_ms=f.fire_at_ms + shift) for f in late]
+
 
 READ_AHEAD_MS = 250
 """How long before its due time a worker reads a firing's schedule.

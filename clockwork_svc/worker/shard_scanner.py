@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from clockwork_svc.abc import Clock, Store
+from clockwork_svc.domain import planning
 from clockwork_svc.domain.model import Firing
 from clockwork_svc.errors import StoreUnavailable
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class ScanSettings:
     lookahead_ms: int = 2_000
-    settle_ms: int = 3_000
+    settle_ms: int = planning.SETTLE_MS
     # With both at 1 s, every poll is a sweep: one read of the keys of
     # [now - settle, now + lookahead), and of the rows not seen yet in full. Each firing
     # is read in full once, 1-2 s before it is due (a late write within a second of its

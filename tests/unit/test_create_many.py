@@ -258,3 +258,37 @@ async def test_a_repeat_of_a_slow_create_finds_its_re_timed_firing(store: FlakyF
         if f.schedule_key == "past"
     ]
     assert [f.fire_at_ms for f in rows] == [start + 5_000]
+
+
+class SlowFiringWrites(FlakyFirings):
+    """Firing writes whose first `slow` calls take `delay_ms` of the clock."""
+
+    slow = 0
+    delay_ms = 0
+    clock: SteppedClock
+
+    async def put_firings(self, firings: Sequence[Firing]) -> None:
+        await super().put_firings(firings)
+        if self.slow:
+            self.slow -= 1
+            self.clock.ms += self.delay_ms
+
+
+async def test_a_firing_write_slower_than_the_sweep_allows_is_written_again_due_now(
+    store: FlakyFirings,
+) -> None:
+    start = CLOCK.now_ms()
+    clock = SteppedClock(start)
+    slow = SlowFiringWrites(store._conn, store._executor)
+    slow.clock, slow.slow, slow.delay_ms = clock, 1, 2_500
+    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    results = await api.create_many(
+        "t", [NewSchedule("now", once(start)), NewSchedule("later", once(start + 60_000))]
+    )
+    assert all(isinstance(r, Created) and r.created for r in results)
+    rows = [
+        (f.schedule_key, f.fire_at_ms)
+        for shard in range(LAYOUT.shard_count)
+        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
+    ]
+    assert sorted(rows) == [("later", start + 60_000), ("now", start), ("now", start + 2_500)]

@@ -6,6 +6,7 @@ from clockwork_svc.domain import identity, planning
 from clockwork_svc.domain.model import (
     ClusterLayout,
     DeliveryResult,
+    Firing,
     Outcome,
     ScheduleState,
 )
@@ -307,3 +308,22 @@ def test_occurrences_left_out_by_the_misfire_policy_are_recorded_once() -> None:
     assert record.occurrence_ms == T0 + 60_000
     on_time = planning.plan_dispatch(schedule, first, T0 + 5)
     assert planning.missed_before(schedule, first, on_time.next_firing, T0 + 5) is None
+
+
+def test_a_firing_written_too_late_for_the_sweep_is_written_again_due_now() -> None:
+    def due(at: int) -> Firing:
+        _, firing = planning.new_schedule("t", f"k{at}", spec(OnceTrigger(at)), "id", at, LAYOUT)
+        assert firing is not None
+        return firing
+
+    firings = [due(T0), due(T0 + 5), due(T0 + 1_500), due(T0 + 60_000)]
+    # Completed 1.9 s after the first was due: every sweep still finds all of them.
+    assert planning.late_rewrites(firings, T0 + planning.LATE_WRITE_MS - 100) == []
+    # Completed 2.5 s after: the two due 2 s or more before are moved together, in
+    # order, the earliest due at the write; the others are left as written.
+    again = planning.late_rewrites(firings, T0 + 2_500)
+    assert [f.schedule_key for f in again] == [f"k{T0}", f"k{T0 + 5}"]
+    assert [f.fire_at_ms for f in again] == [T0 + 2_500, T0 + 2_505]
+    assert [f.firing_id for f in again] == [f.firing_id for f in firings[:2]]
+    assert [f.delivery_id for f in again] == [f.delivery_id for f in firings[:2]]
+    assert planning.LATE_WRITE_MS < planning.SETTLE_MS
