@@ -573,24 +573,29 @@ class Scheduling:
         _, firing = planning.arm(schedule, schedule.updated_ms)
         if firing is None:
             return
-        if await self._written(firing):
+        rows = await self._stored(firing)
+        now = self._clock.now_ms()
+        if any(done for _, done in rows):
             return
-        await self._put(
-            dataclasses.replace(firing, fire_at_ms=max(firing.fire_at_ms, self._clock.now_ms()))
-        )
+        if any(due > now - planning.LATE_WRITE_MS for due, _ in rows):
+            return  # a row the workers' sweeps still read
+        # Missing, or only rows too old for a sweep to be sure to read (an earlier
+        # write that Cassandra applied after the call gave up on it): due now.
+        await self._put(dataclasses.replace(firing, fire_at_ms=max(firing.fire_at_ms, now)))
 
-    async def _written(self, firing: Firing) -> bool:
-        """Whether `firing` is stored: at its planned time, or at a later one up to now
-        (the call that wrote it found that time passed, `_put_after_cas`)."""
-        if await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id):
-            return True
+    async def _stored(self, firing: Firing) -> list[tuple[int, bool]]:
+        """(due time, done) of each stored row of `firing`: at its planned time, or
+        later up to now (re-timed or written again by `_put_after_cas` and `_put`)."""
         start, end = (firing.fire_at_ms, ""), self._clock.now_ms() + 1
+        if firing.fire_at_ms >= end:
+            found = await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id)
+            return [] if found is None else [(found.fire_at_ms, found.done)]
+        rows: list[tuple[int, bool]] = []
         while True:
             keys = await self._store.scan_firing_keys(firing.shard, start, end, _FIND_PAGE)
-            if any(k.firing_id == firing.firing_id for k in keys):
-                return True
+            rows += [(k.fire_at_ms, k.done) for k in keys if k.firing_id == firing.firing_id]
             if len(keys) < _FIND_PAGE:
-                return False
+                return rows
             start = keys[-1].sort_key
 
     async def _put_after_cas(self, *firings: Firing) -> None:
@@ -598,7 +603,7 @@ class Scheduling:
         is written due before the writer's now: a worker's sweep looks back only its
         settle window behind now for rows written late, and the compare-and-set can
         take seconds on a loaded store, so one planned due before now is due now
-        (`_written` finds it there)."""
+        (`_stored` finds it there)."""
         now = self._clock.now_ms()
         await self._put(
             *(f if f.fire_at_ms >= now else dataclasses.replace(f, fire_at_ms=now) for f in firings)

@@ -239,25 +239,35 @@ async def test_a_slow_insert_does_not_leave_a_first_firing_due_in_the_past(
 
 async def test_a_repeat_of_a_slow_create_finds_its_re_timed_firing(store: FlakyFirings) -> None:
     """The create's answer was lost after its overdue firing was written late (due at
-    the write): the repeat finds that firing and writes no second one."""
+    the write): a repeat finds that row and writes no other while a sweep still
+    reads it; once it is older than that and still not done (a write applied after
+    the call gave up on it), the repeat writes it again, due now."""
     start = CLOCK.now_ms()
     clock = SteppedClock(start)
     slow = SlowInserts(store._conn, store._executor)
     slow.clock, slow.delay_ms = clock, 5_000
     api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
     request = [NewSchedule("past", once(start - 60_000))]
+
+    async def rows() -> list[int]:
+        return [
+            f.fire_at_ms
+            for shard in range(LAYOUT.shard_count)
+            for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
+            if f.schedule_key == "past"
+        ]
+
     first = await api.create_many("t", request)
-    clock.ms += 2_000
-    again = await api.create_many("t", request)
     assert isinstance(first[0], Created) and first[0].created
+    assert await rows() == [start + 5_000]
+    slow.delay_ms = 0
+    clock.ms += 1_000
+    again = await api.create_many("t", request)
     assert isinstance(again[0], Created) and not again[0].created
-    rows = [
-        f
-        for shard in range(LAYOUT.shard_count)
-        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
-        if f.schedule_key == "past"
-    ]
-    assert [f.fire_at_ms for f in rows] == [start + 5_000]
+    assert await rows() == [start + 5_000]
+    clock.ms += 3_000
+    await api.create_many("t", request)
+    assert await rows() == [start + 5_000, start + 9_000]
 
 
 class SlowFiringWrites(FlakyFirings):
