@@ -20,11 +20,13 @@ import contextlib
 import hashlib
 import hmac
 import json
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -34,7 +36,9 @@ import pytest_asyncio
 from clockwork_svc.client import ClientSettings, ClockworkClient
 from clockwork_svc.coordination.etcd import cluster_status
 from clockwork_svc.domain import triggers
+from clockwork_svc.domain.identity import shard_of
 from clockwork_svc.domain.model import ScheduleState
+from clockwork_svc.domain.planning import routing_key
 from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.storage.cassandra import connecting, drop_keyspace_for_tests
 from clockwork_svc.storage.cassandra.schema import load_layout
@@ -55,9 +59,11 @@ ADMIN = "real-node-admin-" + uuid.uuid4().hex[:8]
 TAG, UPGRADE_TAG, UPGRADE_VERSION = "e2e", "e2e-upgrade", "0.1.1"
 MIN_WORKERS, MAX_WORKERS = 2, 3
 TARGET_PER_WORKER = 15  # an integer: `--set` reads 15.0 as a string
+LAG_TARGET_MS = 10_000
 # The scale-down test's light tail of firings, and how long after the drained pod is gone
 # its window of lag figures lasts.
 TAIL_SCHEDULES = 260
+LOAD_RATE, LOAD_SECONDS = 45, 25
 HANDOVER_MS = 5_000
 LEASE_TTL = 4
 EXPIRY_MARGIN_S = 3
@@ -136,6 +142,56 @@ class Release:
             out.append(f"--- logs {name}\n{text}{err}")
         return "\n".join(out)[-12000:]
 
+    @contextlib.asynccontextmanager
+    async def following_logs(self, component: str) -> AsyncIterator[dict[str, Path]]:
+        """`kubectl logs -f` of the component's pods (those running now) into files,
+        until the block ends: the logs of a pod that is drained away stay readable."""
+        folder = Path(tempfile.mkdtemp(prefix=f"logs-{component}-"))
+        files: dict[str, Path] = {}
+        procs = []
+        for pod in await self.pods(component):
+            name = pod["metadata"]["name"]
+            files[name] = folder / f"{name}.log"
+            with files[name].open("wb") as out:
+                procs.append(
+                    await asyncio.create_subprocess_exec(
+                        self.kube.kubectl, "-n", self.namespace, "logs", "-f", name,
+                        stdout=out, stderr=asyncio.subprocess.STDOUT, env=self.kube.env,
+                    )
+                )  # fmt: skip
+        try:
+            yield files
+        finally:
+            for proc in procs:
+                if proc.returncode is None:
+                    proc.kill()
+                await proc.wait()
+
+    async def explain_lost(
+        self, workload: Workload, end_ms: int, lost: list[str], logs: dict[str, Path]
+    ) -> str:
+        """What the store says of each lost firing (its schedule's latest executions),
+        its shard and the log lines of the workers that mention a problem."""
+        firings = workload.expectations(end_ms).firings
+        lines = []
+        async with self.client() as client:
+            for delivery in lost[:10]:
+                firing = firings[delivery]
+                detail = await client.describe(firing.key, upcoming=0, executions=5)
+                spec = detail.schedule.spec
+                shard = shard_of(TENANT, routing_key(firing.key, spec), self.shards)
+                runs = [(e.occurrence_ms, e.attempt, e.outcome.name) for e in detail.recent]
+                lines.append(
+                    f"{delivery}: {firing.key} due {firing.due_ms} shard {shard} "
+                    f"next_fire_ms {detail.schedule.next_fire_ms} executions {runs}"
+                )
+        for name, path in logs.items():
+            text = path.read_text(errors="replace") if path.exists() else ""
+            noted = [x for x in text.splitlines() if '"level": "info"' not in x]
+            lines.append(f"--- {name} ({len(text.splitlines())} lines), not info:")
+            lines += noted[-40:]
+        return "\n".join(lines)[-15000:]
+
 
 @contextlib.asynccontextmanager
 async def own_sink(release: Release) -> AsyncIterator[RecordingSink]:
@@ -195,6 +251,10 @@ def chart_values(release: Release, pod_host: str, tag: str) -> list[str]:
         "worker.autoscaling.scaleUpCooldownSeconds=1",
         "worker.autoscaling.scaleDownCooldownSeconds=6",
         "worker.autoscaling.intervalSeconds=1",
+        # Scale by demand only: on two shared cores a firing lag of seconds is the
+        # machine (lease keepalives then go unanswered too), and a scale-down waits
+        # for lag within this target.
+        f"worker.autoscaling.lagTargetMs={LAG_TARGET_MS}",
         "operator.statusIntervalSeconds=2",
         "api.http.enabled=true",
         f"operator.peering=clockwork-{release.cluster}",
@@ -562,12 +622,19 @@ async def test_a_killed_operator_pod_is_replaced_and_carries_on(release: Release
 
 
 async def test_workers_scale_up_with_load_and_back_down_losing_nothing(release: Release) -> None:
-    async with own_sink(release) as load_sink, own_sink(release) as tail_sink:
-        await _scale_up_and_down(release, load_sink, tail_sink)
+    async with (
+        own_sink(release) as load_sink,
+        own_sink(release) as tail_sink,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        await _scale_up_and_down(release, load_sink, tail_sink, stack)
 
 
 async def _scale_up_and_down(
-    release: Release, load_sink: RecordingSink, tail_sink: RecordingSink
+    release: Release,
+    load_sink: RecordingSink,
+    tail_sink: RecordingSink,
+    stack: contextlib.AsyncExitStack,
 ) -> None:
     deployment = f"{release.fullname}-worker"
 
@@ -579,7 +646,7 @@ async def _scale_up_and_down(
     # due until 75 s after the load, while the third worker is drained away and its
     # shards move to the other two (light enough for the autoscaler to go back to 2).
     t0 = now_ms()
-    rate, seconds = 45, 25
+    rate, seconds = LOAD_RATE, LOAD_SECONDS
     end = t0 + 3_000 + seconds * 1_000
     tail_end = end + 75_000
     load = Workload(seed=22, target=load_sink.url, prefix="scale", mix=(1.0, 0.0, 0.0))
@@ -591,6 +658,7 @@ async def _scale_up_and_down(
     print(f"scaled up to {MAX_WORKERS} after {took:.1f}s")
     image = f"{images.CLOCKWORK_REPOSITORY}:{TAG}"
     await wait_ready(release, "worker", MAX_WORKERS, image)
+    logs = await stack.enter_async_context(release.following_logs("worker"))
     workers = {p["metadata"]["name"] for p in await release.pods("worker")}
 
     async def all_own() -> bool:
@@ -599,7 +667,12 @@ async def _scale_up_and_down(
 
     await eventually(all_own, 30, "the new worker pod owns shards")
 
-    await eventually(lambda: replicas(MIN_WORKERS), 120, f"back to {MIN_WORKERS}", 0.2)
+    try:
+        await eventually(lambda: replicas(MIN_WORKERS), 120, f"back to {MIN_WORKERS}", 0.2)
+    except AssertionError as exc:
+        async with release.client() as client:
+            seen = await client.cluster_load()
+        raise AssertionError(f"{exc}; the load the autoscaler last saw: {seen}") from exc
     down = now_ms()
     print(f"scaled back down {(down - end) / 1000:.1f}s after the load")
 
@@ -614,8 +687,12 @@ async def _scale_up_and_down(
     window = Window("scale down (drain and handover)", down, now_ms() + HANDOVER_MS)
     assert window.end_ms < tail_end, "the scale-down came after the tail of firings"
     report = await settle(release, load, load_sink, end, [Window("scaled up", t0, end)])
+    if report.lost:
+        print(await release.explain_lost(load, end, report.lost, logs))
     assert_no_loss("scale up", report, duplicates_allowed=False)
     report = await settle(release, tail, tail_sink, tail_end, [window])
+    if report.lost:
+        print(await release.explain_lost(tail, tail_end, report.lost, logs))
     assert_no_loss("scale down", report, duplicates_allowed=False)
     assert report.windows[0].due > 0, "no firing was due while the worker drained"
 
