@@ -205,13 +205,7 @@ class ShardScanner:
             keys = await self._store.scan_firing_keys(
                 self.shard, start, upper_ms, self._settings.page_size
             )
-            unseen = [
-                k
-                for k in keys
-                if not k.done
-                and k.firing_id not in self._pending
-                and k.firing_id not in self._finished
-            ]
+            unseen = [k for k in keys if not k.done and not self._known(k.firing_id, k.fire_at_ms)]
             if unseen:
                 # One full read from the first unseen row to the last (rows between
                 # them that are known are skipped by _admit).
@@ -241,9 +235,22 @@ class ShardScanner:
             start = page[-1].sort_key
         return upper_ms
 
+    def _known(self, firing_id: str, fire_at_ms: int) -> bool:
+        """Whether this owner holds the firing already, in flight or finished. A
+        finished one's later row (the same firing written again, due later:
+        planning.late_rewrites) keeps it known until the cursor passes that row."""
+        if firing_id in self._pending:
+            return True
+        finished_at = self._finished.get(firing_id)
+        if finished_at is None:
+            return False
+        if fire_at_ms > finished_at:
+            self._finished[firing_id] = fire_at_ms
+        return True
+
     def _admit(self, firing: Firing) -> None:
         fid = firing.firing_id
-        if fid in self._pending or fid in self._finished:
+        if self._known(fid, firing.fire_at_ms):
             return
         self._pending[fid] = firing.fire_at_ms
         self._enqueue(firing, self)

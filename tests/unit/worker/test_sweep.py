@@ -184,3 +184,31 @@ async def test_a_cursor_write_held_up_does_not_hold_up_the_scan(tmp_path: Path) 
         store.release.set()
         await eventually(lambda: fenced == [SHARD])
     assert not scanner.active
+
+
+async def test_a_finished_firing_written_again_later_is_not_admitted_again(
+    tmp_path: Path,
+) -> None:
+    """A firing written too late is written again, due later, under the same id
+    (planning.late_rewrites). Once the first row was read and finished, the second
+    is not admitted, however often sweeps read it, also after the cursor has passed
+    the first row."""
+    store = await counting_store(tmp_path)
+    admitted: list[int] = []
+    settings = dataclasses.replace(SETTINGS, settle_ms=100, cursor_interval_ms=50)
+    scanner = ShardScanner(
+        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.fire_at_ms)
+    )
+    now = CLOCK.now_ms()
+    first = firing("late", now + 100)
+    again = dataclasses.replace(first, fire_at_ms=now + 400)
+    await store.put_firings([first])
+    async with running(scanner, store):
+        await eventually(lambda: admitted == [now + 100])
+        scanner.finished(first)
+        await store.mark_done(first)
+        await store.put_firings([again])
+        await eventually(lambda: scanner._position > now + 100)
+        await asyncio.sleep(0.6)  # sweeps over the second row after the first was passed
+        await eventually(lambda: scanner._position > now + 400)
+    assert admitted == [now + 100]
