@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import logging
 import uuid
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -57,8 +56,7 @@ from clockwork_svc.errors import (
     NotFound,
     StoreUnavailable,
 )
-
-log = logging.getLogger(__name__)
+from clockwork_svc.firing_writes import put_in_time
 
 MAX_BATCH = 1000
 # A trigger-now whose firing is not found this long after its request id was stored is
@@ -610,21 +608,7 @@ class Scheduling:
         )
 
     async def _put(self, *firings: Firing) -> None:
-        """Write firings so that workers read them: one whose write completed too long
-        after its due time for a sweep to be sure to find it is written again, due
-        now, until a write is quick enough (`planning.late_rewrites`)."""
-        pending: Sequence[Firing] = firings
-        while pending:
-            await self._store.put_firings(pending)
-            for firing in pending:
-                self._on_new_firing(firing)
-            pending = planning.late_rewrites(pending, self._clock.now_ms())
-            if pending:
-                log.warning(
-                    "%d firing(s) written %d ms or more after due; written again, due now",
-                    len(pending),
-                    planning.LATE_WRITE_MS,
-                )
+        await put_in_time(self._store, self._clock, firings, self._on_new_firing)
 
 
 def _check_listed(value: int, field: str, minimum: int = 0) -> None:

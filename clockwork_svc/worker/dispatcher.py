@@ -32,6 +32,7 @@ from clockwork_svc.domain.model import (
 )
 from clockwork_svc.domain.tenant import TenantDefaults, TenantLimits
 from clockwork_svc.errors import StoreUnavailable
+from clockwork_svc.firing_writes import put_in_time
 from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.worker.firing_observer import FiringObserver
 
@@ -270,22 +271,10 @@ class Dispatcher:
             await self._pause_for_failures(schedule, failures, execution, result.finished_ms)
 
     async def _put(self, firing: Firing) -> None:
-        """Write a firing (a next occurrence or a retry) so that a sweep reads it: one
-        whose write returned too long after its due time is written again, due now
-        (`planning.late_rewrites`). The cursor may have passed the first row by then,
-        and if this worker dies, its successor starts from that cursor."""
-        pending = [firing]
-        while pending:
-            await self._store.put_firings(pending)
-            for written in pending:
-                self._on_new_firing(written)
-            pending = planning.late_rewrites(pending, self._clock.now_ms())
-            if pending:
-                log.warning(
-                    "firing %s written %d ms or more after due; written again, due now",
-                    firing.firing_id,
-                    planning.LATE_WRITE_MS,
-                )
+        """Write a firing (a next occurrence or a retry). One written too late is
+        written again (`put_in_time`): the cursor may have passed the first row by
+        then, and if this worker dies, its successor starts from that cursor."""
+        await put_in_time(self._store, self._clock, [firing], self._on_new_firing)
 
     async def _unblock_ordering(self, firing: Firing) -> None:
         """A retried delivery of an ordering key resolved: lift the key's stored block."""
