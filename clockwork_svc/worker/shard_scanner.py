@@ -77,6 +77,8 @@ class ShardScanner:
         self._on_fenced = on_fenced
         self._pending: dict[str, int] = {}  # unfinished firing id -> fire_at
         self._finished: dict[str, int] = {}  # finished, kept until the cursor passes them
+        # In flight, and also seen at a later time (written again: late_rewrites).
+        self._later: dict[str, int] = {}
         self._position = 0
         self._scanned_to = 0
         self._last_write_m = 0.0
@@ -90,7 +92,8 @@ class ShardScanner:
 
     def finished(self, firing: Firing) -> None:
         if self._pending.pop(firing.firing_id, None) is not None:
-            self._finished[firing.firing_id] = firing.fire_at_ms
+            later = self._later.pop(firing.firing_id, 0)
+            self._finished[firing.firing_id] = max(firing.fire_at_ms, later)
 
     def wake(self) -> None:
         self._wake.set()
@@ -239,7 +242,10 @@ class ShardScanner:
         """Whether this owner holds the firing already, in flight or finished. A
         finished one's later row (the same firing written again, due later:
         planning.late_rewrites) keeps it known until the cursor passes that row."""
-        if firing_id in self._pending:
+        pending_at = self._pending.get(firing_id)
+        if pending_at is not None:
+            if fire_at_ms > max(pending_at, self._later.get(firing_id, 0)):
+                self._later[firing_id] = fire_at_ms
             return True
         finished_at = self._finished.get(firing_id)
         if finished_at is None:

@@ -212,3 +212,15 @@ async def test_a_finished_firing_written_again_later_is_not_admitted_again(
         await asyncio.sleep(0.6)  # sweeps over the second row after the first was passed
         await eventually(lambda: scanner._position > now + 400)
     assert admitted == [now + 100]
+
+
+def test_a_row_seen_while_its_firing_is_in_flight_keeps_it_known_past_the_first_row() -> None:
+    """The second row of a firing written twice, read while the first is in flight:
+    once the first finishes, the id stays known until the cursor passes the second
+    row, whether or not a sweep reads it again in between."""
+    scanner = ShardScanner(SHARD, 1, None, CLOCK, SETTINGS, lambda f, _: None)  # type: ignore[arg-type]
+    first = firing("late", 1_000)
+    scanner._admit(first)
+    scanner._admit(dataclasses.replace(first, fire_at_ms=4_000))  # skipped: in flight
+    scanner.finished(first)
+    assert scanner._finished == {first.firing_id: 4_000}
