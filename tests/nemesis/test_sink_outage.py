@@ -1,7 +1,12 @@
 """A sink outage longer than the retry window: the receiver answers 503, then resets
 connections, then hangs, for longer than a short retry policy lasts. Every firing ends
-delivered (a later attempt after the outage) or dead-lettered; none is lost, and
-since the sink never answered 2xx during the outage, none is duplicated."""
+delivered (a later attempt after the outage) or dead-lettered; none is lost.
+
+Duplicates are allowed: the sink never answers 2xx during the outage, but an attempt
+sent just before the heal can be answered 2xx after the worker's 1 s timeout has
+ended it (the sink runs in the test's own process, which on a loaded machine answers
+late), and the worker then sends it again under the same delivery id: at least once,
+as designed (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ async def test_sink_outage_longer_than_the_retry_window(
     sink.heal()
     window = Window("sink 503/reset/hang 6s", start, now_ms())
     report = await settle(cluster, workload, sink, t0 + 14_000, [window])
-    assert_report("sink outage", report, cluster, duplicates=False)
+    assert_report("sink outage", report, cluster, duplicates=True)
     # The outage outlasted the retries of the firings due early in it...
     assert report.dead_lettered > 0
     # ...and every dead letter is one the outage caused (due in or just before it).
