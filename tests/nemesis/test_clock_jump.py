@@ -211,9 +211,13 @@ async def test_a_step_of_a_workers_wall_clock_changes_nothing(
     assert abs(skew_s - jump_s) < 1.5, f"the step did not reach the worker: skew {skew_s}"
     assert_report(f"clock {jump_s:+.0f}s on one worker", report, c, duplicates=False)
     # Not early (cluster time, not the worker's clock, says when a firing is due), and
-    # not late by the step: a worker that went by its stepped clock would fire 8 s
-    # early (+8 s) or 8 s late (-8 s). The bound leaves room for the lag of the loaded
-    # machine (a run with a step of 0 s on the three-node cluster here: max 1.5 s;
-    # with the step, up to 3.9 s while lost and duplicated stayed 0).
-    assert min(lags) >= -50, min(lags)
-    assert max(lags) <= abs(jump_s) * 1000 - 2_000, max(lags)
+    # not late by the step: a worker that went by its stepped clock would fire every
+    # firing of its shards 8 s early (+8 s) or 8 s late (-8 s), about half of them.
+    # The lag of the loaded machine is no such shift: a run with a step of 0 s on the
+    # three-node cluster here had max 1.5 s, and a lease the faked worker lost (its
+    # keepalives time out under libfaketime now and then) delays the firings of the
+    # takeover only, up to the lease TTL and the takeover (6.6 s seen, p50 0.25 s).
+    lags.sort()
+    assert lags[0] >= -50, lags[0]
+    assert lags[len(lags) * 3 // 4] <= 2_000, lags[len(lags) * 3 // 4]
+    assert lags[-1] < abs(jump_s) * 1000, lags[-1]
