@@ -19,7 +19,7 @@ async def put_in_time(
     store: Store,
     clock: Clock,
     firings: Sequence[Firing],
-    on_written: Callable[[Firing], None] = lambda firing: None,
+    on_written: Callable[[Firing], None],
 ) -> None:
     """Write `firings`, and again those whose write came too late (`on_written` is
     called for each row written)."""

@@ -212,7 +212,7 @@ class Scheduling:
         outcomes: list[Created | ClockworkError | None],
     ) -> None:
         try:
-            await self._put_after_cas(*firings)
+            await self._put_due_from_now(*firings)
         except ClockworkError as exc:
             for i, _ in inserted:
                 outcomes[i] = exc
@@ -393,7 +393,7 @@ class Scheduling:
         if not await self._store.replace_schedule(changed, current.version):
             return None
         if firing is not None:
-            await self._put_after_cas(firing)
+            await self._put_due_from_now(firing)
         if settle and current.state is ScheduleState.ACTIVE:
             # A worker may have read the old version up to READ_AHEAD_MS before an
             # occurrence's due time (planning.READ_AHEAD_MS): acknowledge only once
@@ -579,11 +579,11 @@ class Scheduling:
             return  # a row the workers' sweeps still read
         # Missing, or only rows too old for a sweep to be sure to read (an earlier
         # write that Cassandra applied after the call gave up on it): due now.
-        await self._put(dataclasses.replace(firing, fire_at_ms=max(firing.fire_at_ms, now)))
+        await self._put_due_from_now(firing)
 
     async def _stored(self, firing: Firing) -> list[tuple[int, bool]]:
         """(due time, done) of each stored row of `firing`: at its planned time, or
-        later up to now (re-timed or written again by `_put_after_cas` and `_put`)."""
+        later up to now (re-timed or written again by `_put_due_from_now` and `_put`)."""
         start, end = (firing.fire_at_ms, ""), self._clock.now_ms() + 1
         if firing.fire_at_ms >= end:
             found = await self._store.get_firing(firing.shard, firing.fire_at_ms, firing.firing_id)
@@ -596,12 +596,12 @@ class Scheduling:
                 return rows
             start = keys[-1].sort_key
 
-    async def _put_after_cas(self, *firings: Firing) -> None:
-        """Write firings planned before a compare-and-set of their schedules. No firing
-        is written due before the writer's now: a worker's sweep looks back only its
-        settle window behind now for rows written late, and the compare-and-set can
-        take seconds on a loaded store, so one planned due before now is due now
-        (`_stored` finds it there)."""
+    async def _put_due_from_now(self, *firings: Firing) -> None:
+        """Write firings planned earlier (before a compare-and-set of their schedules,
+        or by an earlier call). No firing is written due before the writer's now: a
+        worker's sweep looks back only its settle window behind now for rows written
+        late, and the compare-and-set can take seconds on a loaded store, so one
+        planned due before now is due now (`_stored` finds it there)."""
         now = self._clock.now_ms()
         await self._put(
             *(f if f.fire_at_ms >= now else dataclasses.replace(f, fire_at_ms=now) for f in firings)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clockwork_svc.abc import SystemClock
+from clockwork_svc.abc import Clock, SystemClock
 from clockwork_svc.domain import triggers
 from clockwork_svc.domain.model import ClusterLayout, Created, Firing, NewSchedule, Schedule
 from clockwork_svc.domain.netpolicy import AddressPolicy
@@ -64,17 +64,23 @@ async def store(tmp_path: Path) -> AsyncIterator[FlakyFirings]:
         await flaky.close()
 
 
-def scheduling(store: SqliteStore) -> Scheduling:
-    return Scheduling(store, CLOCK, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+def scheduling(store: SqliteStore, clock: Clock = CLOCK) -> Scheduling:
+    return Scheduling(store, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+
+
+async def firings(store: SqliteStore) -> list[Firing]:
+    """Every firing row stored, in every shard."""
+    return [
+        f
+        for shard in range(LAYOUT.shard_count)
+        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
+    ]
 
 
 async def armed(store: SqliteStore, key: str) -> bool:
     schedule = await store.get_schedule("t", key)
     assert schedule is not None and schedule.next_fire_ms is not None
-    for shard in range(LAYOUT.shard_count):
-        if any(f.schedule_key == key for f in await store.scan_firings(shard, (0, ""), 2**62, 99)):
-            return True
-    return False
+    return any(f.schedule_key == key for f in await firings(store))
 
 
 async def test_each_entry_is_answered_as_alone(store: FlakyFirings) -> None:
@@ -187,20 +193,6 @@ async def test_schedules_the_store_could_not_write_fail_alone_and_a_retry_create
     assert all([await armed(store, r.key) for r in requests])
 
 
-class SlowInserts(FlakyFirings):
-    """Schedules' inserts that take `delay_ms` of the clock (a loaded store's Paxos)."""
-
-    delay_ms = 0
-    clock: SteppedClock
-
-    async def insert_schedules(
-        self, schedules: Sequence[Schedule]
-    ) -> list[Schedule | StoreUnavailable | None]:
-        answers = await super().insert_schedules(schedules)
-        self.clock.ms += self.delay_ms
-        return answers
-
-
 class SteppedClock:
     def __init__(self, ms: int) -> None:
         self.ms = ms
@@ -212,6 +204,37 @@ class SteppedClock:
         return self.ms / 1000
 
 
+class SlowStore(FlakyFirings):
+    """Schedules' inserts that take `insert_ms` of the clock (a loaded store's Paxos),
+    and firing writes whose next `slow_writes` take `write_ms` of it."""
+
+    clock: SteppedClock
+    insert_ms = 0
+    slow_writes = 0
+    write_ms = 0
+
+    async def insert_schedules(
+        self, schedules: Sequence[Schedule]
+    ) -> list[Schedule | StoreUnavailable | None]:
+        answers = await super().insert_schedules(schedules)
+        self.clock.ms += self.insert_ms
+        return answers
+
+    async def put_firings(self, firings: Sequence[Firing]) -> None:
+        await super().put_firings(firings)
+        if self.slow_writes:
+            self.slow_writes -= 1
+            self.clock.ms += self.write_ms
+
+
+def slowed(store: FlakyFirings, start_ms: int) -> tuple[SlowStore, Scheduling]:
+    """The store behind `store`, on a clock stepped by hand from `start_ms`, and the
+    api over it."""
+    slow = SlowStore(store._conn, store._executor)
+    slow.clock = SteppedClock(start_ms)
+    return slow, scheduling(slow, slow.clock)
+
+
 async def test_a_slow_insert_does_not_leave_a_first_firing_due_in_the_past(
     store: FlakyFirings,
 ) -> None:
@@ -219,19 +242,13 @@ async def test_a_slow_insert_does_not_leave_a_first_firing_due_in_the_past(
     written due when it is written, not when the create began: a worker's sweep
     looks back only its settle window (3 s) for rows written late."""
     start = CLOCK.now_ms()
-    clock = SteppedClock(start)
-    slow = SlowInserts(store._conn, store._executor)
-    slow.clock, slow.delay_ms = clock, 5_000
-    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    slow, api = slowed(store, start)
+    slow.insert_ms = 5_000
     results = await api.create_many(
         "t", [NewSchedule("past", once(start - 60_000)), NewSchedule("later", once(start + 60_000))]
     )
     assert all(isinstance(r, Created) and r.created for r in results)
-    written = {
-        f.schedule_key: f
-        for shard in range(LAYOUT.shard_count)
-        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
-    }
+    written = {f.schedule_key: f for f in await firings(store)}
     assert written["past"].fire_at_ms == start + 5_000
     assert written["past"].occurrence_ms == start - 60_000
     assert written["later"].fire_at_ms == start + 60_000
@@ -243,62 +260,35 @@ async def test_a_repeat_of_a_slow_create_finds_its_re_timed_firing(store: FlakyF
     reads it; once it is older than that and still not done (a write applied after
     the call gave up on it), the repeat writes it again, due now."""
     start = CLOCK.now_ms()
-    clock = SteppedClock(start)
-    slow = SlowInserts(store._conn, store._executor)
-    slow.clock, slow.delay_ms = clock, 5_000
-    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    slow, api = slowed(store, start)
+    slow.insert_ms = 5_000
     request = [NewSchedule("past", once(start - 60_000))]
 
     async def rows() -> list[int]:
-        return [
-            f.fire_at_ms
-            for shard in range(LAYOUT.shard_count)
-            for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
-            if f.schedule_key == "past"
-        ]
+        return [f.fire_at_ms for f in await firings(store) if f.schedule_key == "past"]
 
     first = await api.create_many("t", request)
     assert isinstance(first[0], Created) and first[0].created
     assert await rows() == [start + 5_000]
-    slow.delay_ms = 0
-    clock.ms += 1_000
+    slow.insert_ms = 0
+    slow.clock.ms += 1_000
     again = await api.create_many("t", request)
     assert isinstance(again[0], Created) and not again[0].created
     assert await rows() == [start + 5_000]
-    clock.ms += 3_000
+    slow.clock.ms += 3_000
     await api.create_many("t", request)
     assert await rows() == [start + 5_000, start + 9_000]
-
-
-class SlowFiringWrites(FlakyFirings):
-    """Firing writes whose first `slow` calls take `delay_ms` of the clock."""
-
-    slow = 0
-    delay_ms = 0
-    clock: SteppedClock
-
-    async def put_firings(self, firings: Sequence[Firing]) -> None:
-        await super().put_firings(firings)
-        if self.slow:
-            self.slow -= 1
-            self.clock.ms += self.delay_ms
 
 
 async def test_a_firing_write_slower_than_the_sweep_allows_is_written_again_due_now(
     store: FlakyFirings,
 ) -> None:
     start = CLOCK.now_ms()
-    clock = SteppedClock(start)
-    slow = SlowFiringWrites(store._conn, store._executor)
-    slow.clock, slow.slow, slow.delay_ms = clock, 1, 2_500
-    api = Scheduling(slow, clock, LAYOUT, Limits(), AddressPolicy(allow_loopback=True))
+    slow, api = slowed(store, start)
+    slow.slow_writes, slow.write_ms = 1, 2_500
     results = await api.create_many(
         "t", [NewSchedule("now", once(start)), NewSchedule("later", once(start + 60_000))]
     )
     assert all(isinstance(r, Created) and r.created for r in results)
-    rows = [
-        (f.schedule_key, f.fire_at_ms)
-        for shard in range(LAYOUT.shard_count)
-        for f in await store.scan_firings(shard, (0, ""), 2**62, 99)
-    ]
+    rows = [(f.schedule_key, f.fire_at_ms) for f in await firings(store)]
     assert sorted(rows) == [("later", start + 60_000), ("now", start), ("now", start + 2_500)]
