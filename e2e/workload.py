@@ -201,7 +201,8 @@ class Workload:
             trigger = triggers.OnceTrigger(self.rng.randrange(start_ms, max(start_ms + 1, end_ms)))
         elif kind == "interval":
             every = self.rng.choice(INTERVALS_MS)
-            first = start_ms + self.rng.randrange(every)
+            # The first occurrence inside the window, even when it is shorter than `every`.
+            first = start_ms + self.rng.randrange(max(1, min(every, end_ms - start_ms)))
             trigger = triggers.IntervalTrigger(every, start_ms=first, end_ms=end_ms)
         else:
             expression = self.rng.choice(CRON_EXPRESSIONS)
