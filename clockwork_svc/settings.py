@@ -14,7 +14,7 @@ from pathlib import Path
 from clockwork_svc.api import DEFAULT_ADDRESS
 from clockwork_svc.domain.netpolicy import AddressPolicy
 from clockwork_svc.domain.spec import Limits
-from clockwork_svc.gc_policy import YOUNG_THRESHOLD
+from clockwork_svc.gc_policy import IDLE_THRESHOLD, YOUNG_THRESHOLD
 from clockwork_svc.server.auth import AuthSettings
 from clockwork_svc.server.grpc_server import MAX_IN_FLIGHT, MAX_MESSAGE_BYTES, TlsSettings
 from clockwork_svc.worker.worker import WorkerSettings
@@ -125,9 +125,8 @@ class OpsSettings:
     # lower for a tighter lag tail, higher for throughput.
     gc_young_threshold: int = YOUNG_THRESHOLD
     # A worker collects early, while it has nothing to send, once the young generation
-    # holds this many allocations (0, the default: only at the young threshold;
-    # gc_policy.IDLE_THRESHOLD is the measured setting).
-    gc_idle_threshold: int = 0
+    # holds this many allocations (0: only at the young threshold).
+    gc_idle_threshold: int = IDLE_THRESHOLD
     # OTLP/HTTP collector base URL for spans (api calls, deliveries); None: no spans
     # (the W3C trace context still travels on callbacks).
     otlp_endpoint: str | None = None

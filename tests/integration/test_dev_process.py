@@ -156,9 +156,9 @@ async def test_gc_idle_threshold_reaches_the_process(tmp_path: Path) -> None:
     """The start-up log line says whether the worker collects between deliveries."""
     info = ("--log-level", "INFO")
     cases = [
-        ([], {}, "idle collections off"),  # the default
+        ([], {}, "young generation holds 1000 allocations"),  # the default
         (["--gc-idle-threshold", "2500"], {}, "young generation holds 2500 allocations"),
-        ([], {"CLOCKWORK_GC_IDLE_THRESHOLD": "1000"}, "young generation holds 1000 allocations"),
+        ([], {"CLOCKWORK_GC_IDLE_THRESHOLD": "0"}, "idle collections off"),
     ]
     for i, (flags, env, expected) in enumerate(cases):
         log = tmp_path / f"{i}.log"

@@ -57,7 +57,7 @@ def test_default_render_has_every_component(kube: KubeTools) -> None:
     assert "replicas" not in worker["spec"]  # the operator owns it
     env = {e["name"]: e for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CLOCKWORK_GC_YOUNG_THRESHOLD"]["value"] == "10000"
-    assert env["CLOCKWORK_GC_IDLE_THRESHOLD"]["value"] == "0"
+    assert env["CLOCKWORK_GC_IDLE_THRESHOLD"]["value"] == "1000"
     operator = by_name(objects, "Deployment", "-operator")
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--worker-deployment=clockwork-system/t-clockwork-worker" in args
