@@ -9,15 +9,19 @@ Reading model (see docs/architecture.md, "Firing path"):
   only keys and `done` flags, then in full only the rows not seen yet;
 - the cursor advances to the oldest unfinished firing, or now - settle, whichever
   is earlier, and is persisted with the owner's epoch; a rejected advance means
-  another worker owns the shard, and this scanner stops at once.
+  another worker owns the shard, and this scanner stops at once;
+- a firing written twice (a second row under the same id: planning.late_rewrites) is
+  admitted once; once it has finished, every other row of it the scanner reads is
+  marked done, so that a next owner starting from the cursor does not deliver it again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clockwork_svc.abc import Clock, Store
 from clockwork_svc.domain import planning
@@ -56,6 +60,15 @@ class Fenced(Exception):
     """A newer owner holds the shard."""
 
 
+@dataclass
+class _Finished:
+    """A finished firing, kept until the cursor passes its latest row."""
+
+    row: Firing  # the row that was dispatched (and marked done by the dispatcher)
+    latest_ms: int
+    marked: set[int] = field(default_factory=set)  # its other rows, marked done here
+
+
 class ShardScanner:
     def __init__(
         self,
@@ -76,9 +89,10 @@ class ShardScanner:
         self._enqueue = enqueue
         self._on_fenced = on_fenced
         self._pending: dict[str, int] = {}  # unfinished firing id -> fire_at
-        self._finished: dict[str, int] = {}  # finished, kept until the cursor passes them
-        # In flight, and also seen at a later time (written again: late_rewrites).
-        self._later: dict[str, int] = {}
+        self._finished: dict[str, _Finished] = {}
+        # In flight, and also seen at other times (written again: late_rewrites).
+        self._other_rows: dict[str, set[int]] = {}
+        self._marking: set[asyncio.Task[None]] = set()
         self._position = 0
         self._scanned_to = 0
         self._last_write_m = 0.0
@@ -91,9 +105,15 @@ class ShardScanner:
             self._admit(firing)
 
     def finished(self, firing: Firing) -> None:
-        if self._pending.pop(firing.firing_id, None) is not None:
-            later = self._later.pop(firing.firing_id, 0)
-            self._finished[firing.firing_id] = max(firing.fire_at_ms, later)
+        """`firing` is done (the dispatcher marked its row): its other rows seen so far
+        are marked done too."""
+        fid = firing.firing_id
+        if self._pending.pop(fid, None) is None:
+            return
+        others = self._other_rows.pop(fid, set())
+        done = self._finished[fid] = _Finished(firing, max(firing.fire_at_ms, *others, 0))
+        for fire_at_ms in others:
+            self._mark_other_row(done, fire_at_ms)
 
     def wake(self) -> None:
         self._wake.set()
@@ -239,20 +259,40 @@ class ShardScanner:
         return upper_ms
 
     def _known(self, firing_id: str, fire_at_ms: int) -> bool:
-        """Whether this owner holds the firing already, in flight or finished. A
-        finished one's later row (the same firing written again, due later:
-        planning.late_rewrites) keeps it known until the cursor passes that row."""
+        """Whether this owner holds the firing already, in flight or finished, for a
+        row not marked done. Another row of it (the same firing written again:
+        planning.late_rewrites) is marked done once the firing has finished, and a
+        later one keeps it known until the cursor passes that row."""
         pending_at = self._pending.get(firing_id)
         if pending_at is not None:
-            if fire_at_ms > max(pending_at, self._later.get(firing_id, 0)):
-                self._later[firing_id] = fire_at_ms
+            if fire_at_ms != pending_at:
+                self._other_rows.setdefault(firing_id, set()).add(fire_at_ms)
             return True
-        finished_at = self._finished.get(firing_id)
-        if finished_at is None:
+        done = self._finished.get(firing_id)
+        if done is None:
             return False
-        if fire_at_ms > finished_at:
-            self._finished[firing_id] = fire_at_ms
+        done.latest_ms = max(done.latest_ms, fire_at_ms)
+        if fire_at_ms != done.row.fire_at_ms:
+            self._mark_other_row(done, fire_at_ms)
         return True
+
+    def _mark_other_row(self, done: _Finished, fire_at_ms: int) -> None:
+        """Mark done another row of a finished firing, once (in the background: a row
+        left unmarked costs at most a duplicate after a takeover, never a loss)."""
+        if fire_at_ms in done.marked:
+            return
+        done.marked.add(fire_at_ms)
+        row = dataclasses.replace(done.row, fire_at_ms=fire_at_ms)
+        task = asyncio.create_task(self._store.mark_done(row), name=f"mark-done-{self.shard}")
+        self._marking.add(task)
+        task.add_done_callback(self._marked)
+
+    def _marked(self, task: asyncio.Task[None]) -> None:
+        self._marking.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning(
+                "shard %d: another row of a finished firing not marked done: %r", self.shard, exc
+            )
 
     def _admit(self, firing: Firing) -> None:
         fid = firing.firing_id
@@ -275,4 +315,4 @@ class ShardScanner:
             raise Fenced
         self._last_write_m = now_m
         self._position = target
-        self._finished = {k: v for k, v in self._finished.items() if v >= target}
+        self._finished = {k: v for k, v in self._finished.items() if v.latest_ms >= target}

@@ -186,13 +186,20 @@ async def test_a_cursor_write_held_up_does_not_hold_up_the_scan(tmp_path: Path) 
     assert not scanner.active
 
 
+async def rows_done(store: CountingStore, of: Firing) -> dict[int, bool]:
+    """The stored rows of a firing (every time it was written at): fire_at -> done."""
+    keys = await store.scan_firing_keys(SHARD, (0, ""), of.fire_at_ms + 3_600_000, 1_000)
+    return {k.fire_at_ms: k.done for k in keys if k.firing_id == of.firing_id}
+
+
 async def test_a_finished_firing_written_again_later_is_not_admitted_again(
     tmp_path: Path,
 ) -> None:
     """A firing written too late is written again, due later, under the same id
     (planning.late_rewrites). Once the first row was read and finished, the second
     is not admitted, however often sweeps read it, also after the cursor has passed
-    the first row."""
+    the first row; and it is marked done, so that a next owner starting from a cursor
+    between the two rows does not deliver it again."""
     store = await counting_store(tmp_path)
     admitted: list[int] = []
     settings = dataclasses.replace(SETTINGS, settle_ms=100, cursor_interval_ms=50)
@@ -211,16 +218,54 @@ async def test_a_finished_firing_written_again_later_is_not_admitted_again(
         await eventually(lambda: scanner._position > now + 100)
         await asyncio.sleep(0.6)  # sweeps over the second row after the first was passed
         await eventually(lambda: scanner._position > now + 400)
+        assert await rows_done(store, first) == {now + 100: True, now + 400: True}
     assert admitted == [now + 100]
 
 
-def test_a_row_seen_while_its_firing_is_in_flight_keeps_it_known_past_the_first_row() -> None:
+async def test_a_row_seen_while_its_firing_is_in_flight_is_marked_done_with_it(
+    tmp_path: Path,
+) -> None:
     """The second row of a firing written twice, read while the first is in flight:
-    once the first finishes, the id stays known until the cursor passes the second
-    row, whether or not a sweep reads it again in between."""
-    scanner = ShardScanner(SHARD, 1, None, CLOCK, SETTINGS, lambda f, _: None)  # type: ignore[arg-type]
+    once the first finishes, the second is marked done, and the id stays known until
+    the cursor passes the second row."""
+    store = await counting_store(tmp_path)
+    scanner = ShardScanner(SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: None)
     first = firing("late", 1_000)
+    again = dataclasses.replace(first, fire_at_ms=4_000)
+    await store.put_firings([first, again])
     scanner._admit(first)
-    scanner._admit(dataclasses.replace(first, fire_at_ms=4_000))  # skipped: in flight
+    scanner._admit(again)  # skipped: in flight
+    await store.mark_done(first)  # the dispatcher's part
     scanner.finished(first)
-    assert scanner._finished == {first.firing_id: 4_000}
+    assert scanner._finished[first.firing_id].latest_ms == 4_000
+    await eventually(lambda: not scanner._marking)
+    assert await rows_done(store, first) == {1_000: True, 4_000: True}
+    await store.close()
+
+
+async def test_an_earlier_row_of_a_finished_firing_is_marked_done(tmp_path: Path) -> None:
+    """The rows of a firing written twice can be read in either order (the earlier
+    one may become readable only after a sweep passed it): whichever was dispatched,
+    the other is marked done when read."""
+    store = await counting_store(tmp_path)
+    admitted: list[int] = []
+    scanner = ShardScanner(
+        SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: admitted.append(f.fire_at_ms)
+    )
+    now = CLOCK.now_ms()
+    later = firing("late", now + 300)
+    earlier = dataclasses.replace(later, fire_at_ms=now + 100)
+    await store.put_firings([later])
+    async with running(scanner, store):
+        await eventually(lambda: admitted == [now + 300])
+        await store.mark_done(later)
+        scanner.finished(later)
+        await store.put_firings([earlier])  # inside the sweep's settle window
+        await eventually(
+            lambda: (
+                not scanner._marking
+                and earlier.fire_at_ms in (scanner._finished[later.firing_id].marked)
+            )
+        )
+        assert await rows_done(store, later) == {now + 100: True, now + 300: True}
+    assert admitted == [now + 300]
