@@ -65,8 +65,11 @@ class _Finished:
     """A finished firing, kept until the cursor passes its latest row."""
 
     row: Firing  # the row that was dispatched (and marked done by the dispatcher)
-    latest_ms: int
     marked: set[int] = field(default_factory=set)  # its other rows, marked done here
+
+    @property
+    def latest_ms(self) -> int:
+        return max(self.row.fire_at_ms, *self.marked)
 
 
 class ShardScanner:
@@ -110,9 +113,8 @@ class ShardScanner:
         fid = firing.firing_id
         if self._pending.pop(fid, None) is None:
             return
-        others = self._other_rows.pop(fid, set())
-        done = self._finished[fid] = _Finished(firing, max(firing.fire_at_ms, *others, 0))
-        for fire_at_ms in others:
+        done = self._finished[fid] = _Finished(firing)
+        for fire_at_ms in self._other_rows.pop(fid, set()):
             self._mark_other_row(done, fire_at_ms)
 
     def wake(self) -> None:
@@ -271,7 +273,6 @@ class ShardScanner:
         done = self._finished.get(firing_id)
         if done is None:
             return False
-        done.latest_ms = max(done.latest_ms, fire_at_ms)
         if fire_at_ms != done.row.fire_at_ms:
             self._mark_other_row(done, fire_at_ms)
         return True

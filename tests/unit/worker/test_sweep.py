@@ -186,6 +186,17 @@ async def test_a_cursor_write_held_up_does_not_hold_up_the_scan(tmp_path: Path) 
     assert not scanner.active
 
 
+def scanner_admitting(
+    store: CountingStore, settings: ScanSettings = SETTINGS
+) -> tuple[ShardScanner, list[int]]:
+    """A scanner of `store`, and the due times of the rows it admits, in order."""
+    admitted: list[int] = []
+    scanner = ShardScanner(
+        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.fire_at_ms)
+    )
+    return scanner, admitted
+
+
 async def rows_done(store: CountingStore, of: Firing) -> dict[int, bool]:
     """The stored rows of a firing (every time it was written at): fire_at -> done."""
     keys = await store.scan_firing_keys(SHARD, (0, ""), of.fire_at_ms + 3_600_000, 1_000)
@@ -201,11 +212,8 @@ async def test_a_finished_firing_written_again_later_is_not_admitted_again(
     the first row; and it is marked done, so that a next owner starting from a cursor
     between the two rows does not deliver it again."""
     store = await counting_store(tmp_path)
-    admitted: list[int] = []
     settings = dataclasses.replace(SETTINGS, settle_ms=100, cursor_interval_ms=50)
-    scanner = ShardScanner(
-        SHARD, 1, store, CLOCK, settings, lambda f, _: admitted.append(f.fire_at_ms)
-    )
+    scanner, admitted = scanner_admitting(store, settings)
     now = CLOCK.now_ms()
     first = firing("late", now + 100)
     again = dataclasses.replace(first, fire_at_ms=now + 400)
@@ -248,10 +256,7 @@ async def test_an_earlier_row_of_a_finished_firing_is_marked_done(tmp_path: Path
     one may become readable only after a sweep passed it): whichever was dispatched,
     the other is marked done when read."""
     store = await counting_store(tmp_path)
-    admitted: list[int] = []
-    scanner = ShardScanner(
-        SHARD, 1, store, CLOCK, SETTINGS, lambda f, _: admitted.append(f.fire_at_ms)
-    )
+    scanner, admitted = scanner_admitting(store)
     now = CLOCK.now_ms()
     later = firing("late", now + 300)
     earlier = dataclasses.replace(later, fire_at_ms=now + 100)
