@@ -12,19 +12,6 @@ log() { printf '\n== %s\n' "$*"; }
 
 [ -x .venv/bin/python ] || { echo "run make test first (it creates .venv)" >&2; exit 1; }
 
-# The single-node nemeses that also run on the clusters: the others restart, throttle
-# or reroute the one single server (their replicated counterparts are
-# tests/nemesis/test_replicated_stores.py).
-ON_CLUSTERS=(
-  tests/nemesis/test_worker_faults.py
-  tests/nemesis/test_api_restart.py
-  tests/nemesis/test_sink_outage.py
-  tests/nemesis/test_clock_jump.py
-  tests/nemesis/test_backlog_lease_loss.py
-  tests/nemesis/test_fencing_switch.py
-  tests/nemesis/test_create_race.py
-)
-
 log "starting the replicated stores (e2e/infra)"
 .venv/bin/python -m e2e.infra up cassandra-cluster etcd-cluster > .infra-replicated.env
 trap '.venv/bin/python -m e2e.infra down cassandra-cluster etcd-cluster || true' EXIT
@@ -50,8 +37,11 @@ run_pytest -m replicated "$@" || rc=$?
 
 if [ "$#" -eq 0 ]; then
   log "pytest: the single-node fault suite on the replicated stores"
-  # CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD, with their TLS and login, name the clusters.
+  # The single-node nemeses marked on_clusters: the others restart, throttle or reroute
+  # the one single server (their replicated counterparts are
+  # tests/nemesis/test_replicated_stores.py). CLOCKWORK_CASSANDRA and CLOCKWORK_ETCD,
+  # with their TLS and login, name the clusters.
   WRAP=scripts/on-clusters.sh
-  run_pytest -m "not replicated" "${ON_CLUSTERS[@]}" || rc=$?
+  run_pytest -m "on_clusters and not replicated" tests/nemesis || rc=$?
 fi
 exit "$rc"

@@ -14,7 +14,12 @@ from e2e.workload import Workload
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import MakeCluster
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 
 async def test_kill_9_api_during_batch_create(

@@ -19,7 +19,12 @@ from e2e.workload import Workload
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL, MakeCluster
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 BACKLOG = 2_000
 LEAD_MS = 30_000  # creates run at ~100-150/s on the shared 2-core machine

@@ -45,7 +45,12 @@ from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL
 from tests.support.processes import ClockworkProcess, free_port
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 FAKETIME_SITE = Path(__file__).parent / "faketime_site"
 

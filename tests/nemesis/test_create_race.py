@@ -21,7 +21,12 @@ from clockwork_svc.errors import AlreadyExists, ClockworkError, Unavailable
 from e2e.cluster import now_ms
 from tests.nemesis.conftest import MakeCluster
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 KEYS = [f"race-{i:04d}" for i in range(600)]
 BATCH = 100

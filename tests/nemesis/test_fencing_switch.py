@@ -53,6 +53,8 @@ from tests.conftest import require_stores
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL
 
+pytestmark = pytest.mark.on_clusters
+
 UNSAFE_ENV = "CLOCKWORK_UNSAFE_DISABLE_FENCING_FOR_TESTS"
 PAUSE_S = LEASE_TTL + 3
 ROUNDS = 3

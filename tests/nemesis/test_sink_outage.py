@@ -22,7 +22,12 @@ from e2e.workload import Workload
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import MakeCluster
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 # Three attempts 500 ms apart: the retry window is about a second (plus the 1 s timeout
 # of a hung attempt), much shorter than the 6 s outage.

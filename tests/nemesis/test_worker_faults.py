@@ -18,7 +18,12 @@ from e2e.workload import Workload
 from tests.nemesis.common import assert_report
 from tests.nemesis.conftest import LEASE_TTL, MakeCluster
 
-pytestmark = [pytest.mark.cassandra, pytest.mark.slow, pytest.mark.nemesis]
+pytestmark = [
+    pytest.mark.cassandra,
+    pytest.mark.slow,
+    pytest.mark.nemesis,
+    pytest.mark.on_clusters,
+]
 
 
 async def test_kill_9_worker_loses_nothing(make_cluster: MakeCluster, sink: RecordingSink) -> None:
