@@ -69,7 +69,7 @@ class _Finished:
 
     @property
     def latest_ms(self) -> int:
-        return max(self.row.fire_at_ms, *self.marked)
+        return max((self.row.fire_at_ms, *self.marked))
 
 
 class ShardScanner:

@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+import pytest
 
 from clockwork_svc.abc import SystemClock
 from clockwork_svc.domain import identity
@@ -227,6 +230,29 @@ async def test_a_finished_firing_written_again_later_is_not_admitted_again(
         await asyncio.sleep(0.6)  # sweeps over the second row after the first was passed
         await eventually(lambda: scanner._position > now + 400)
         assert await rows_done(store, first) == {now + 100: True, now + 400: True}
+    assert admitted == [now + 100]
+
+
+async def test_a_finished_firing_is_forgotten_once_the_cursor_passes_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A firing written once: when it has finished and the cursor passes its row, the
+    scanner forgets it, and the scan goes on without a fault."""
+    store = await counting_store(tmp_path)
+    settings = dataclasses.replace(SETTINGS, settle_ms=100, cursor_interval_ms=50)
+    scanner, admitted = scanner_admitting(store, settings)
+    now = CLOCK.now_ms()
+    once = firing("once", now + 100)
+    await store.put_firings([once])
+    with caplog.at_level(logging.WARNING, logger="clockwork_svc.worker.shard_scanner"):
+        async with running(scanner, store):
+            await eventually(lambda: admitted == [now + 100])
+            await store.mark_done(once)
+            scanner.finished(once)
+            assert scanner._finished[once.firing_id].latest_ms == now + 100
+            await eventually(lambda: scanner._position > now + 100 and not scanner._finished)
+            await asyncio.sleep(0.2)  # more cursor advances
+    assert [r.getMessage() for r in caplog.records] == []
     assert admitted == [now + 100]
 
 
