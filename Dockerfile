@@ -16,7 +16,7 @@ RUN /opt/clockwork/bin/pip install --no-cache-dir -r requirements.txt
 COPY pyproject.toml README.md ./
 COPY clockwork_svc ./clockwork_svc
 COPY operator/clockwork_operator ./operator/clockwork_operator
-RUN /opt/clockwork/bin/pip install --no-cache-dir --no-deps '.[operator]' \
+RUN /opt/clockwork/bin/pip install --no-cache-dir --no-deps . \
  && /opt/clockwork/bin/pip check
 
 FROM python:3.11-slim-bookworm
