@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "CLOCKWORK_CASSANDRA_SECURE"
 HEAP = "512m"
+PROVISION_TIMEOUT_S = 60.0
 CA_NAME = "clockwork-test-cassandra-ca"
 
 SUPERUSER = cql.Login("cassandra", "cassandra")
@@ -185,8 +187,19 @@ client_encryption_options:
             f"WITH PASSWORD = '{CLOCKWORK.password}' AND LOGIN = true",
             *GRANTS,
         ]
-        for statement in statements:
-            cql.execute(self.host, port, statement, 60.0, tls=context, login=SUPERUSER)
+        # Every statement is idempotent. A login reads the superuser's role at QUORUM:
+        # just after the roles' keyspace gains replicas, two of them may not hold it
+        # yet and refuse the login, until the ALTER ROLE above has rewritten it.
+        deadline = time.monotonic() + PROVISION_TIMEOUT_S
+        while True:
+            try:
+                cql.execute_all(self.host, port, statements, 60.0, tls=context, login=SUPERUSER)
+                break
+            except cql.CqlError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("%s: provisioning refused (%s); trying again", self.name, exc)
+                time.sleep(2.0)
         log.info("%s: role %s provisioned", self.name, CLOCKWORK.role)
 
     def env(self, ports: Mapping[str, int]) -> dict[str, str]:

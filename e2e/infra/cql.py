@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 VERSION_REQUEST = 0x04
@@ -199,18 +200,33 @@ def _request(
     Raises OSError if nothing useful listens (``ssl.SSLError`` for a failed TLS
     handshake), CqlError if the node answers but is not ready or refuses the login.
     """
+    return _requests(host, port, [query], timeout, tls, login)[0]
+
+
+def _requests(
+    host: str,
+    port: int,
+    queries: Sequence[str],
+    timeout: float,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> list[bytes]:
+    """``_request`` for several queries in order on one connection, behind one login."""
+    bodies: list[bytes] = []
     with _connect(host, port, timeout, tls) as sock:
         _handshake(sock, login)
-        text = query.encode()
-        _send(
-            sock,
-            OP_QUERY,
-            struct.pack(">i", len(text)) + text + struct.pack(">HB", CONSISTENCY_ONE, 0),
-        )
-        opcode, body = _recv(sock)
-        if opcode != OP_RESULT:
-            raise CqlError(f"expected RESULT, got opcode {opcode:#x}")
-        return body
+        for query in queries:
+            text = query.encode()
+            _send(
+                sock,
+                OP_QUERY,
+                struct.pack(">i", len(text)) + text + struct.pack(">HB", CONSISTENCY_ONE, 0),
+            )
+            opcode, body = _recv(sock)
+            if opcode != OP_RESULT:
+                raise CqlError(f"expected RESULT, got opcode {opcode:#x}")
+            bodies.append(body)
+    return bodies
 
 
 def _query(
@@ -236,6 +252,21 @@ def execute(
 ) -> None:
     """Run a statement whose result is not rows (DDL, CREATE ROLE, GRANT)."""
     _request(host, port, statement, timeout, tls, login)
+
+
+def execute_all(
+    host: str,
+    port: int,
+    statements: Sequence[str],
+    timeout: float = 10.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    login: Login | None = None,
+) -> None:
+    """``execute`` for several statements in order on one connection: one login, so a
+    statement that changes what a login reads (the roles' replication) cannot refuse
+    the next statement's login."""
+    _requests(host, port, statements, timeout, tls, login)
 
 
 def release_version(
