@@ -9,6 +9,7 @@ worker, kill -9 and restart the api); each returns the fault's window for the ch
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 import uuid
@@ -33,6 +34,13 @@ from tests.support.processes import ClockworkProcess, free_port, run_cli, wait_s
 TENANT = "faults"
 # How long teardown waits for a replicated Cassandra to settle before dropping a keyspace.
 SETTLE_TIMEOUT_S = 120.0
+# Log levels that mark a fault Clockwork's code did not expect: it logs every fault it
+# handles (a store unavailable, a fenced shard, a failed delivery) at WARNING or below.
+FAULT_LEVELS = frozenset({"error", "critical"})
+
+
+class UnexpectedFaults(AssertionError):
+    """A process of the cluster logged a fault Clockwork's code did not expect."""
 
 
 def now_ms() -> int:
@@ -85,6 +93,7 @@ class Cluster:
         self.workers: list[ClockworkProcess] = []
         self.other_apis: list[ClockworkProcess] = []
         self._api_starts = 0
+        self._log_paths: set[Path] = set()
 
     async def start(self, workers: int, timeout_s: float = 60.0) -> None:
         await self.migrate()
@@ -101,8 +110,8 @@ class Cluster:
             "--shards",
             str(self.shards),
             env=self.env,
-            # Every DDL statement waits for the schema to agree on every node: tens of
-            # seconds on a three-node cluster sharing two cores.
+            # The schema must agree on every node: several seconds on a three-node
+            # cluster sharing two cores, more while a nemesis has one node down.
             timeout_s=60 * self.replication_factor,
         )
         if code != 0:
@@ -134,12 +143,19 @@ class Cluster:
                 "--allow-private-targets",
                 "127.0.0.0/8",
             ],
-            self.run_dir / f"api{self._api_starts}.log",
+            self.log_path(f"api{self._api_starts}.log"),
             self.env,
         ).start()
         if wait:
             await wait_serving(address)
         return api
+
+    def log_path(self, name: str) -> Path:
+        """`name` in the run's directory, among the logs `unexpected_faults` reads (a
+        test that starts a worker its own way logs it here)."""
+        path = self.run_dir / name
+        self._log_paths.add(path)
+        return path
 
     def worker_args(self, ops_listen: str = "127.0.0.1:0") -> list[str]:
         """`clockwork worker` arguments for this cluster (tests that start a worker their
@@ -163,7 +179,7 @@ class Cluster:
         n = len(self.workers)
         env = self.env if etcd is None else {**self.env, "CLOCKWORK_ETCD": etcd}
         proc = await ClockworkProcess(
-            self.worker_args(ops_listen), self.run_dir / f"worker{n}.log", env
+            self.worker_args(ops_listen), self.log_path(f"worker{n}.log"), env
         ).start()
         self.workers.append(proc)
         return proc
@@ -261,10 +277,23 @@ class Cluster:
 
     # --- teardown -----------------------------------------------------------------------------
 
-    async def stop(self) -> None:
+    async def stop(self, check_logs: bool = True) -> None:
         """Stop every process, then drop the cluster's keyspace. Every run makes a new
         one; kept, they would pile up over many benchmark and test runs until the
-        harness's Cassandra (1 GiB heap) runs out of heap."""
+        harness's Cassandra (1 GiB heap) runs out of heap.
+
+        Then, with `check_logs`, raise `UnexpectedFaults` if a process of the cluster
+        logged a fault Clockwork did not expect (`unexpected_faults`): such a fault
+        can leave a run's outcome intact (a scan retried after it) and still be a bug."""
+        await self._stop()
+        faults = self.unexpected_faults() if check_logs else []
+        if faults:
+            raise UnexpectedFaults(
+                f"{len(faults)} unexpected fault(s) in the cluster's logs:\n"
+                + "\n".join(faults[:20])
+            )
+
+    async def _stop(self) -> None:
         await _terminate(self._processes())
         if len(self.cassandra.contact_points) > 1:
             await _settle_replicas(self.cassandra, SETTLE_TIMEOUT_S)
@@ -275,6 +304,20 @@ class Cluster:
         except Exception as exc:  # noqa: BLE001 - best effort: the run's result stands
             print(f"keyspace {self.keyspace} not dropped: {exc}")
 
+    def unexpected_faults(self) -> list[str]:
+        """Every line that one of Clockwork's own loggers wrote at ERROR or above, in
+        the logs of every process this cluster started (restarted ones included): the
+        file, the message and the exception's last line."""
+        found: list[str] = []
+        for path in sorted(self._log_paths):
+            if not path.exists():
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                fault = _unexpected_fault(line)
+                if fault is not None:
+                    found.append(f"{path.name}: {fault}")
+        return found
+
     def logs(self, tail_chars: int = 3000) -> str:
         return "\n".join(
             f"--- {p.log_path.name}\n{p.log()[-tail_chars:]}" for p in self._processes()
@@ -283,6 +326,23 @@ class Cluster:
     def _processes(self) -> list[ClockworkProcess]:
         """Every process started: workers and apis."""
         return [*self.workers, *self.other_apis, *([self.api] if self.api else [])]
+
+
+def _unexpected_fault(line: str) -> str | None:
+    """The line's message (and its exception's last line) if it is a JSON log record of
+    Clockwork's own code at a level in FAULT_LEVELS."""
+    if not line.startswith("{"):
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("level") not in FAULT_LEVELS:
+        return None
+    if not str(record.get("logger", "")).startswith("clockwork_svc"):
+        return None
+    exception = str(record.get("exception", "")).strip().splitlines()
+    return f"{record.get('event')}" + (f" ({exception[-1]})" if exception else "")
 
 
 async def _terminate(procs: Sequence[ClockworkProcess]) -> None:

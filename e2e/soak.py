@@ -157,8 +157,10 @@ class Soak:
             )
         finally:
             await self.memory.stop()
-            await self.cluster.stop()
-            await self.sink.stop()
+            try:
+                await self.cluster.stop()
+            finally:
+                await self.sink.stop()
 
     async def _load(self, client: ClockworkClient, end_ms: int) -> None:
         """One-shots every TICK_S, due LEAD_MS to LEAD_MS + TICK_S ahead."""

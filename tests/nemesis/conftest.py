@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import Cluster
+from e2e.cluster import Cluster, UnexpectedFaults
 from e2e.sink import RecordingSink
 from e2e.stores import CassandraAccess, EtcdAccess
 from tests.conftest import require_stores
@@ -58,5 +58,11 @@ async def make_cluster(tmp_path: Path) -> AsyncIterator[MakeCluster]:
         return cluster
 
     yield make
+    faults: list[UnexpectedFaults] = []
     for cluster in made:
-        await cluster.stop()
+        try:
+            await cluster.stop()
+        except UnexpectedFaults as exc:
+            faults.append(exc)
+    if faults:
+        raise faults[0]

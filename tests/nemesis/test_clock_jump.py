@@ -138,7 +138,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[Cluster, FakeClock]]:
         await c.start(workers=1)
         faked = await ClockworkProcess(
             c.worker_args(f"127.0.0.1:{ops_port}"),
-            tmp_path / "worker1-faketime.log",
+            c.log_path("worker1-faketime.log"),
             {**c.env, **clock.env(lib)},
         ).start()
         c.workers.append(faked)

@@ -143,7 +143,7 @@ async def test_partition_one_worker_from_etcd(
     inside = await NamespacedProcess(
         namespace,
         cluster.worker_args(f"{namespace.ns_ip}:{OPS_PORT}"),
-        cluster.run_dir / "worker2-netns.log",
+        cluster.log_path("worker2-netns.log"),
         cluster.env,
     ).start()
     cluster.workers.append(inside)
