@@ -644,7 +644,9 @@ async def _ddl_on_one_node(cluster: Any, session: Any, statements: Sequence[str]
     has not applied the statements yet would see the others agree on the old schema.
     One coordinator applies the statements in order, so a statement that needs an
     earlier one's table (an index) finds it there. Without a control connection the
-    statements go one by one, each waited for."""
+    statements go one by one, each waited for. If the control connection moves to
+    another node meanwhile, its view proves nothing: StoreUnavailable, and migrate,
+    whose statements all repeat harmlessly, is run again."""
     coordinator = cluster.get_control_connection_host()
     if coordinator is None or not coordinator.is_up:
         for cql in statements:
@@ -658,6 +660,11 @@ async def _ddl_on_one_node(cluster: Any, session: Any, statements: Sequence[str]
     finally:
         cluster.max_schema_agreement_wait = wait_s
     await _wait_for_schema_agreement(cluster)
+    if cluster.get_control_connection_host() is not coordinator:
+        raise StoreUnavailable(
+            f"the driver's control connection left {coordinator} during a schema change; "
+            "run the migration again"
+        )
 
 
 async def _sync_ttls(session: Any, keyspace: str, ttls: Mapping[str, int]) -> None:
