@@ -277,16 +277,16 @@ class Cluster:
 
     # --- teardown -----------------------------------------------------------------------------
 
-    async def stop(self, check_logs: bool = True) -> None:
+    async def stop(self) -> None:
         """Stop every process, then drop the cluster's keyspace. Every run makes a new
         one; kept, they would pile up over many benchmark and test runs until the
         harness's Cassandra (1 GiB heap) runs out of heap.
 
-        Then, with `check_logs`, raise `UnexpectedFaults` if a process of the cluster
+        Then raise `UnexpectedFaults` if a process of the cluster
         logged a fault Clockwork did not expect (`unexpected_faults`): such a fault
         can leave a run's outcome intact (a scan retried after it) and still be a bug."""
         await self._stop()
-        faults = self.unexpected_faults() if check_logs else []
+        faults = self.unexpected_faults()
         if faults:
             raise UnexpectedFaults(
                 f"{len(faults)} unexpected fault(s) in the cluster's logs:\n"
