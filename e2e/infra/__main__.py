@@ -13,6 +13,11 @@
   commit log sync (every 10 s) instead of the harness's ``batch`` (benchmarks of a
   production-like node; a kill -9 then loses the last acknowledged writes);
   ``group`` syncs every 10 ms (measured: much slower, docs/operations.md).
+  ``--cassandra-unsafe-system`` launches it with ``-Dcassandra.unsafesystem=true``:
+  schema changes are not flushed, so a new keyspace takes about 1 s instead of 2-3 s,
+  and a kill -9 of that node loses the rows of tables created since it started. The
+  test command's single node uses it: no test kills that node (the fault tests that
+  kill Cassandra start their own, crash-safe).
 * ``down``: stop (SIGTERM, SIGKILL after a timeout) and delete state;
   ``--keep-data`` only stops.  Without names it stops the clusters too.
 * ``status``: one line per server; exit 0 only if all are running and ready.
@@ -56,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings on stderr")
     # Only `up` takes the option; every command gets the default.
-    parser.set_defaults(cassandra_commitlog_sync=DEFAULT_COMMITLOG_SYNC)
+    parser.set_defaults(
+        cassandra_commitlog_sync=DEFAULT_COMMITLOG_SYNC, cassandra_unsafe_system=False
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start servers and print their env lines")
     _add_servers_argument(up)
@@ -66,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=get_args(CommitlogSync),
         default=DEFAULT_COMMITLOG_SYNC,
         help="applies when Cassandra is launched, not to a running node (default: %(default)s)",
+    )
+    up.add_argument(
+        "--cassandra-unsafe-system",
+        action="store_true",
+        help="schema changes not flushed: faster DDL, and a kill -9 loses the rows of new "
+        "tables (applies when Cassandra is launched)",
     )
     down = commands.add_parser("down", help="stop servers and delete their data")
     _add_servers_argument(down)
@@ -92,6 +105,7 @@ def _select(
     cache_dir: Path | None,
     cassandra_commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
     *,
+    cassandra_unsafe_system: bool = False,
     groups_by_default: bool = False,
 ) -> list[Managed]:
     known = [*SERVERS, *NAMED_ONLY, *GROUPS]
@@ -104,7 +118,14 @@ def _select(
         if (names and name not in names) or (not names and name not in default):
             continue
         if name == "cassandra":
-            chosen.append(Cassandra(state_dir, cache_dir, commitlog_sync=cassandra_commitlog_sync))
+            chosen.append(
+                Cassandra(
+                    state_dir,
+                    cache_dir,
+                    commitlog_sync=cassandra_commitlog_sync,
+                    unsafe_system=cassandra_unsafe_system,
+                )
+            )
         elif name in GROUPS:
             chosen.append(GROUPS[name](state_dir, cache_dir))
         else:
@@ -166,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.state_dir,
             args.cache_dir,
             args.cassandra_commitlog_sync,
+            cassandra_unsafe_system=args.cassandra_unsafe_system,
             groups_by_default=args.command == "down",
         )
         if args.command == "up":

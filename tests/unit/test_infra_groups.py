@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from e2e.infra import cql
-from e2e.infra.__main__ import Managed, _select
+from e2e.infra.__main__ import Managed, _parser, _select
 from e2e.infra.cassandra import Cassandra
 from e2e.infra.cassandra_cluster import ADDRESSES, ENV_VAR, CassandraCluster, token
 from e2e.infra.etcd_cluster import ENV_VAR as ETCD_ENV_VAR
@@ -117,6 +117,16 @@ def test_up_starts_the_clusters_only_when_named_and_down_stops_them(tmp_path: Pa
     assert names(_select(["cassandra-cluster"], tmp_path, tmp_path)) == ["cassandra-cluster"]
     everything = names(_select([], tmp_path, tmp_path, groups_by_default=True))
     assert {"cassandra", "etcd", "cassandra-cluster", "etcd-cluster"} <= set(everything)
+
+
+def test_the_single_node_flushes_schema_changes_unless_told() -> None:
+    tmp = Path("/nonexistent")
+    [default] = _select(["cassandra"], tmp, tmp)
+    assert isinstance(default, Cassandra) and default.unsafe_system is False
+    args = _parser().parse_args(["up", "cassandra", "--cassandra-unsafe-system"])
+    [fast] = _select(["cassandra"], tmp, tmp, cassandra_unsafe_system=args.cassandra_unsafe_system)
+    assert isinstance(fast, Cassandra) and fast.unsafe_system is True
+    assert _parser().parse_args(["down"]).cassandra_unsafe_system is False
 
 
 def test_rows_of_a_result_are_all_decoded() -> None:
