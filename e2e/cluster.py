@@ -386,10 +386,18 @@ async def settle(
     end_ms: int,
     windows: Sequence[Window] = (),
     timeout_s: float = 60.0,
+    *,
+    until_ms: int | None = None,
 ) -> Report:
     """Wait past `end_ms` until every required firing is accounted for (or the timeout),
-    give stragglers (duplicates) a moment, then judge with the API's outcomes."""
+    give stragglers (duplicates) a moment, then judge with the API's outcomes.
+
+    `until_ms` (before `end_ms`): judge only the firings due before it, and wait only
+    for those; the workload's later ones may arrive meanwhile, and are not unexpected."""
     expectations = workload.expectations(end_ms)
+    if until_ms is not None:
+        expectations.required_before(until_ms)
+        end_ms = min(end_ms, until_ms)
     await asyncio.sleep(max(0, end_ms - now_ms()) / 1000)
     deadline = time.monotonic() + timeout_s
     async with cluster.client() as client:

@@ -24,7 +24,7 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from clockwork_svc.client import ClockworkClient
@@ -101,6 +101,13 @@ class Expectations:
     def required(self) -> dict[str, int]:
         """Delivery id -> due time, of the firings that must be accounted for."""
         return {d: f.due_ms for d, f in self.firings.items() if f.required}
+
+    def required_before(self, until_ms: int) -> None:
+        """Firings due at or after `until_ms` may or may not be delivered: a run that
+        judges only its earlier part still knows the later ones (not unexpected)."""
+        for delivery, firing in self.firings.items():
+            if firing.required and firing.due_ms >= until_ms:
+                self.firings[delivery] = replace(firing, required=False)
 
     def merge(self, other: Expectations) -> None:
         self.firings.update(other.firings)

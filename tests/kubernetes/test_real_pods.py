@@ -645,6 +645,7 @@ async def _scale_up_and_down(
     # ~45 firings/s for 25 s: ceil(45 / 15) = 3 workers; and a light tail of firings
     # due until 75 s after the load, while the third worker is drained away and its
     # shards move to the other two (light enough for the autoscaler to go back to 2).
+    # The tail is judged until its window ends; the rest of it is cancelled.
     t0 = now_ms()
     rate, seconds = LOAD_RATE, LOAD_SECONDS
     end = t0 + 3_000 + seconds * 1_000
@@ -690,9 +691,12 @@ async def _scale_up_and_down(
     if report.lost:
         print(await release.explain_lost(load, end, report.lost, logs))
     assert_no_loss("scale up", report, duplicates_allowed=False)
-    report = await settle(release, tail, tail_sink, tail_end, [window])
+    judged_until = window.end_ms + 1_000
+    report = await settle(release, tail, tail_sink, tail_end, [window], until_ms=judged_until)
     if report.lost:
-        print(await release.explain_lost(tail, tail_end, report.lost, logs))
+        print(await release.explain_lost(tail, judged_until, report.lost, logs))
+    async with release.client() as client:
+        await tail.cancel(client, list(tail.created))
     assert_no_loss("scale down", report, duplicates_allowed=False)
     assert report.windows[0].due > 0, "no firing was due while the worker drained"
 

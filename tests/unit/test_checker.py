@@ -64,6 +64,15 @@ def test_judge_optional_and_forbidden_firings() -> None:
     assert judge(exp, [rx("a", 101), rx("opt", 60)]).optional_delivered == 1
 
 
+def test_judging_an_earlier_part_keeps_the_later_firings_known() -> None:
+    exp = expect(("a", 100), ("b", 200), ("c", 300))
+    exp.required_before(200)
+    assert exp.required == {"a": 100}
+    # b and c may arrive, or not: neither lost nor unexpected; a still must.
+    report = judge(exp, [rx("b", 205)])
+    assert (report.lost, report.unexpected, report.optional_delivered) == (["a"], [], 1)
+
+
 def test_judge_duplicates_count_2xx_answers_only() -> None:
     exp = expect(("a", 100), ("b", 200))
     report = judge(exp, [rx("a", 100), rx("a", 150), rx("a", 160), rx("b", 200, 503), rx("b", 250)])
