@@ -7,9 +7,11 @@ JVM flags that ``bin/cassandra`` and ``conf/jvm17-server.options`` would add.
 
 The node is tuned for tests on a 2-core machine: 1 GiB heap, small thread
 pools, no auto-snapshots, no JMX, and no waiting for gossip to settle (it is
-its own single seed).  It stays crash-safe on purpose: every write acknowledged
+its own single seed).  By default it stays crash-safe: every write acknowledged
 before a kill -9 is there after a restart (``commitlog_sync: batch``, and no
-``-Dcassandra.unsafesystem``); see :class:`Cassandra` for the trade-offs.
+``-Dcassandra.unsafesystem``). The test command's shared node, which no test kills,
+runs with ``unsafe_system`` for faster keyspace creation; the fault tests that kill
+Cassandra start their own, crash-safe. See :class:`Cassandra` for the trade-offs.
 
 Usage from a pytest fixture::
 
