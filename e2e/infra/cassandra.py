@@ -41,6 +41,7 @@ CASSANDRA_VERSION = "5.0.9"
 
 ENV_VAR = "CLOCKWORK_CASSANDRA"
 HEAP = "1g"
+UNSAFE_SYSTEM_FLAG = "-Dcassandra.unsafesystem=true"
 
 # How the node syncs its commit log (``_commitlog_sync_yaml``).
 CommitlogSync = Literal["batch", "group", "periodic"]
@@ -253,6 +254,22 @@ hinted_handoff_enabled: false"""
             return "commitlog_sync: group\ncommitlog_sync_group_window: 10ms"
         return "commitlog_sync: batch"
 
+    def crash_refusal(self, pid: int) -> str | None:
+        """A node launched with ``unsafe_system`` (read from its command line: a node
+        started by another process is attached with the defaults) would drop the rows
+        of its new tables on restart."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if UNSAFE_SYSTEM_FLAG.encode() in argv:
+            return (
+                "launched with -Dcassandra.unsafesystem=true (e.g. the test command's "
+                "shared node); a kill -9 loses the rows of its new tables: start a node "
+                "of the test's own"
+            )
+        return None
+
     def _jvm_flags(self) -> list[str]:
         conf = self.conf_dir
         jamm = sorted(self.lib_dir.glob("jamm-*.jar"))
@@ -287,7 +304,7 @@ hinted_handoff_enabled: false"""
         if not self.announce_shutdown:
             flags.append("-Dcassandra.shutdown_announce_in_ms=0")
         if self.unsafe_system:
-            flags.append("-Dcassandra.unsafesystem=true")
+            flags.append(UNSAFE_SYSTEM_FLAG)
         flags += [f"--add-exports={module}=ALL-UNNAMED" for module in _ADD_EXPORTS]
         flags += [f"--add-opens={module}=ALL-UNNAMED" for module in _ADD_OPENS]
         return flags

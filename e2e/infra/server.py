@@ -151,6 +151,11 @@ class Server(abc.ABC):
     def probe(self, port: int, timeout: float) -> str:
         """Return a description (e.g. the version) if ready, else raise ProbeError/OSError."""
 
+    def crash_refusal(self, pid: int) -> str | None:
+        """Why a kill -9 of the running process ``pid`` would make a false result (it
+        would lose data on purpose), or None: most servers are crash-safe."""
+        return None
+
     # --- lifecycle --------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> Running:
@@ -395,7 +400,11 @@ class Running:
         self.server.stop(timeout)
 
     def kill(self) -> None:
-        """SIGKILL the whole process group, as a crash would; data and ports are kept."""
+        """SIGKILL the whole process group, as a crash would; data and ports are kept.
+        Refused (InfraError) if the server was launched to be unsafe after a crash."""
+        refusal = self.server.crash_refusal(self.pid)
+        if refusal is not None:
+            raise InfraError(f"{self.name}: not killed: {refusal}")
         kill_group(self.pid)
 
     def restart(self, timeout: float | None = None) -> Running:
