@@ -264,9 +264,9 @@ hinted_handoff_enabled: false"""
             return None
         if UNSAFE_SYSTEM_FLAG.encode() in argv:
             return (
-                "launched with -Dcassandra.unsafesystem=true (e.g. the test command's "
-                "shared node); a kill -9 loses the rows of its new tables: start a node "
-                "of the test's own"
+                f"launched with {UNSAFE_SYSTEM_FLAG} (e.g. the test command's shared "
+                "node); a kill -9 loses the rows of its new tables: start a node of the "
+                "test's own"
             )
         return None
 

@@ -528,11 +528,10 @@ async def settle_until(
 ) -> Report:
     """`settle` judging only the firings due before `until_ms` (the end of the fault
     and a margin); the schedules' later firings are then cancelled, not waited for."""
-    if until_ms >= end_ms:
-        return await settle(release, workload, sink, end_ms, windows)
     report = await settle(release, workload, sink, end_ms, windows, until_ms=until_ms)
-    async with release.client() as client:
-        await workload.cancel(client, list(workload.created))
+    if until_ms < end_ms:
+        async with release.client() as client:
+            await workload.cancel(client, list(workload.created))
     return report
 
 
