@@ -10,7 +10,8 @@ the rate calls finished (at least an admitted call's moving-average duration, wh
 grows when the store slows), jittered (0.5x-1.5x) so refused callers do not come back
 together, at most MAX_HINT_MS. Health checks and reflection are never refused.
 
-This is the outermost interceptor: a refused call costs a counter check and a status.
+It is the first step of every call (call_pipeline.py): a refused call costs a counter
+check and a status.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
-
-from clockwork_svc.server.auth import OPEN_SERVICE_PREFIXES
-from clockwork_svc.server.interception import Continuation, Handler, unary_behaviour, wrap_unary
 
 PUSHBACK_METADATA = "grpc-retry-pushback-ms"
 MIN_HINT_MS = 20
@@ -94,49 +92,12 @@ class Admission:
         self._window_start = now
 
 
-class AdmissionInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, admission: Admission, on_refused: Callable[[], None]) -> None:
-        self._admission = admission
-        self._on_refused = on_refused
-        # Takes the body as raw bytes: a refused call's request is never decoded.
-        self._refusal: grpc.RpcMethodHandler[Any, Any] = grpc.unary_unary_rpc_method_handler(
-            self._refuse
-        )
-
-    async def intercept_service(
-        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> Handler | None:
-        method = handler_call_details.method
-        if method.startswith(OPEN_SERVICE_PREFIXES):
-            return await continuation(handler_call_details)
-        admission = self._admission
-        if admission.full:
-            # The cheap path: the inner interceptors never see the call.
-            return self._refusal
-        handler = await continuation(handler_call_details)
-        inner = unary_behaviour(handler)
-        if handler is None or inner is None:
-            return handler
-        refuse = self._refuse
-
-        async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            started = admission.try_enter()
-            if started is None:
-                await refuse(request, context)
-                raise AssertionError("unreachable: refuse raises")
-            try:
-                return await inner(request, context)
-            finally:
-                admission.leave(started)
-
-        return wrap_unary(handler, admitted)
-
-    async def _refuse(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        self._on_refused()
-        hint = self._admission.refused()
-        await context.abort(
-            grpc.StatusCode.UNAVAILABLE,
-            f"server overloaded: {self._admission.limit} calls in flight; retry after {hint} ms",
-            trailing_metadata=((PUSHBACK_METADATA, str(hint)),),
-        )
-        raise AssertionError("unreachable: abort raises")
+async def refuse(admission: Admission, context: grpc.aio.ServicerContext[Any, Any]) -> NoReturn:
+    """Refuse a call UNAVAILABLE, with the retry hint in its trailing metadata."""
+    hint = admission.refused()
+    await context.abort(
+        grpc.StatusCode.UNAVAILABLE,
+        f"server overloaded: {admission.limit} calls in flight; retry after {hint} ms",
+        trailing_metadata=((PUSHBACK_METADATA, str(hint)),),
+    )
+    raise AssertionError("unreachable: abort raises")

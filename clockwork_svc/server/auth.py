@@ -7,8 +7,8 @@ configuration and may act for any tenant (named in the `clockwork-tenant` metada
 With auth disabled (allowed only on loopback) every caller is an admin and the tenant
 is read from `clockwork-tenant`, default "default".
 
-The interceptor wraps each method handler so the resolved principal is visible to
-the servicer through a context variable set in the handler's own task.
+Every call resolves its principal first (call_pipeline.py), which the servicer reads
+from a context variable set in the call's own task.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import contextvars
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import grpc
+from typing import Protocol
 
 from clockwork_svc.domain.spec import TENANT_PATTERN
 from clockwork_svc.domain.tenant import hash_token
-from clockwork_svc.server.interception import Continuation, Handler, unary_behaviour, wrap_unary
 
 TENANT_METADATA = "clockwork-tenant"
 DEFAULT_TENANT = "default"
@@ -78,12 +75,13 @@ class AuthSettings:
         return bool(self.token_hashes or self.admin_token_hashes)
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class Authenticator:
     def __init__(self, settings: AuthSettings, tokens: TokenLookup | None = None) -> None:
         self._settings = settings
         self._tokens = tokens
 
-    async def _resolve(self, metadata: Mapping[str, str]) -> tuple[Principal | None, str]:
+    async def resolve(self, metadata: Mapping[str, str]) -> tuple[Principal | None, str]:
+        """The principal a call's metadata names, or None and why not."""
         asked = metadata.get(TENANT_METADATA)
         if asked is not None and not TENANT_PATTERN.fullmatch(asked):
             return None, f"invalid {TENANT_METADATA} metadata"
@@ -104,25 +102,3 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if asked and asked != tenant:
             return None, "token does not belong to the requested tenant"
         return Principal(tenant, admin=False), ""
-
-    async def intercept_service(
-        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        inner = unary_behaviour(handler)
-        if handler is None or inner is None:
-            return handler
-        if handler_call_details.method.startswith(OPEN_SERVICE_PREFIXES):
-            return handler
-        resolve = self._resolve
-
-        async def authenticated(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
-            principal, problem = await resolve(metadata)
-            if principal is None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-                raise AssertionError("unreachable: abort raises")
-            current_principal.set(principal)
-            return await inner(request, context)
-
-        return wrap_unary(handler, authenticated)

@@ -20,11 +20,10 @@ from clockwork_svc.dead_letters import DeadLetters
 from clockwork_svc.observability.metrics import Metrics
 from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.scheduling import Scheduling
-from clockwork_svc.server.admission import Admission, AdmissionInterceptor
-from clockwork_svc.server.auth import AuthInterceptor, AuthSettings, TokenLookup
-from clockwork_svc.server.call_tracing import TraceContextInterceptor
+from clockwork_svc.server.admission import Admission
+from clockwork_svc.server.auth import Authenticator, AuthSettings, TokenLookup
+from clockwork_svc.server.call_pipeline import CallPipeline
 from clockwork_svc.server.cluster_servicer import ClusterServicer
-from clockwork_svc.server.decoding import RequestDecoding
 from clockwork_svc.server.local_calls import HandlerRecorder, LocalCalls
 from clockwork_svc.server.servicer import SchedulerServicer
 from clockwork_svc.server.tenant_servicer import TenantServicer
@@ -90,13 +89,11 @@ async def start_server(
 ) -> RunningServer:
     admission = Admission(max_in_flight)
     metrics.api_in_flight.set_function(lambda: admission.in_flight)
-    # Outermost first: admit, authenticate, continue the caller's trace, then decode
-    # the request.
+    # Admit, authenticate, decode, continue the caller's trace (call_pipeline.py).
     interceptors: list[grpc.aio.ServerInterceptor] = [
-        AdmissionInterceptor(admission, metrics.api_refused.inc),
-        AuthInterceptor(auth, tokens),
-        TraceContextInterceptor(tracing or Tracing()),
-        RequestDecoding(),
+        CallPipeline(
+            admission, metrics.api_refused.inc, Authenticator(auth, tokens), tracing or Tracing()
+        )
     ]
     server = grpc.aio.server(
         interceptors=interceptors,

@@ -1,5 +1,5 @@
 """Calls into the api's own gRPC services from inside the process, through the same
-interceptors (admission, authentication, decoding) and servicers as a call that came
+interceptor (admission, authentication, decoding, trace context) and servicers as a call that came
 over the network: the HTTP gateway uses them, so a JSON call is admitted, authorized,
 validated and answered exactly as its gRPC twin.
 

@@ -1,5 +1,5 @@
-"""The admin token check compares in constant time: the interceptor hashes the
-presented token and compares digests with hmac.compare_digest (tenant tokens are
+"""The admin token check compares in constant time: the authenticator hashes
+the presented token and compares digests with hmac.compare_digest (tenant tokens are
 looked up by their SHA-256, so a lookup reveals nothing about a token's prefix)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hmac
 import pytest
 
 from clockwork_svc.domain.tenant import hash_token
-from clockwork_svc.server.auth import AuthInterceptor, AuthSettings
+from clockwork_svc.server.auth import Authenticator, AuthSettings
 
 ADMIN = "constant-time-admin-0123456789"
 
@@ -25,15 +25,15 @@ async def test_admin_token_is_compared_with_compare_digest(
         return real(a, b)
 
     monkeypatch.setattr("clockwork_svc.server.auth.hmac.compare_digest", spy)
-    interceptor = AuthInterceptor(AuthSettings.from_pairs("", admin_token=ADMIN))
+    authenticator = Authenticator(AuthSettings.from_pairs("", admin_token=ADMIN))
 
-    principal, _ = await interceptor._resolve({"authorization": f"Bearer {ADMIN}"})
+    principal, _ = await authenticator.resolve({"authorization": f"Bearer {ADMIN}"})
     assert principal is not None and principal.admin
     assert calls == [(hash_token(ADMIN), hash_token(ADMIN))]
 
     calls.clear()
     almost = ADMIN[:-1] + "X"
-    principal, problem = await interceptor._resolve({"authorization": f"Bearer {almost}"})
+    principal, problem = await authenticator.resolve({"authorization": f"Bearer {almost}"})
     assert principal is None and problem == "invalid token"
     # The comparison ran on digests of equal length, never on the raw token.
     assert calls == [(hash_token(almost), hash_token(ADMIN))]

@@ -1,6 +1,7 @@
-"""The HTTP gateway over the real admission and decoding interceptors, with servicer
-stand-ins that block or fail: a refusal at the in-flight limit is a 503 with
-Retry-After, and a fault of a handler a 500 that says nothing of its cause."""
+"""The HTTP gateway over the real call pipeline (admission, authentication,
+decoding), with servicer stand-ins that block or fail: a refusal at the in-flight
+limit is a 503 with Retry-After, and a fault of a handler a 500 that says nothing of
+its cause."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 from clockwork_svc.api import http_rules, openapi
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
-from clockwork_svc.server.admission import Admission, AdmissionInterceptor
-from clockwork_svc.server.decoding import RequestDecoding
+from clockwork_svc.observability.tracing import Tracing
+from clockwork_svc.server.admission import Admission
+from clockwork_svc.server.auth import Authenticator, AuthSettings
+from clockwork_svc.server.call_pipeline import CallPipeline
 from clockwork_svc.server.grpc_server import SERVICES
 from clockwork_svc.server.http_gateway import HttpGateway
 from clockwork_svc.server.interception import Handler
@@ -55,9 +58,10 @@ async def served() -> AsyncIterator[tuple[str, Servicer]]:
         ),
     }
     admission = Admission(1, jitter=lambda: 0.5)
-    calls = LocalCalls(
-        handlers, [AdmissionInterceptor(admission, lambda: None), RequestDecoding()], 1 << 20
+    pipeline = CallPipeline(
+        admission, lambda: None, Authenticator(AuthSettings(enabled=False)), Tracing()
     )
+    calls = LocalCalls(handlers, [pipeline], 1 << 20)
     table = http_rules.routes(SERVICES)
     gateway = HttpGateway(calls, table, openapi.document(table, "v1"), max_body_bytes=1 << 20)
     await gateway.start("127.0.0.1", 0)
