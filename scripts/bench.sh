@@ -4,9 +4,10 @@
 # Cassandra, etcd and Kafka with the project's harness in their own state dir, runs
 # accept, fire (with the burst case; then again with Kafka as the target, 1M firings
 # due within a minute), peers, cost (10M pending one-shots created through the batch API:
-# about two and a half hours here), store_ops, overload and isolation, and stops the servers. Tables
-# go to stdout; JSON and the plot to bench/results/. Extra arguments are passed to every
-# benchmark (e.g. `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M,
+# about two and a half hours here), store_ops, api_overhead, overload and isolation, and
+# stops the servers. Tables go to stdout; JSON and the plot to bench/results/. Extra
+# arguments are passed to every benchmark but store_ops and api_overhead (e.g.
+# `scripts/bench.sh --shards 32`); sizes: BENCH_N, BENCH_M, BENCH_PEERS_M,
 # BENCH_KAFKA_BURST_N.
 # Cassandra syncs its commit log as a production node does, every 10 s (`periodic`,
 # Cassandra's default: a cluster's durability is its replicas), and the Celery peer's
@@ -52,6 +53,8 @@ log "cost (10M pending one-shots)"
 .venv/bin/python -m bench.cost "$@"
 log "store operations"
 .venv/bin/python -m bench.store_ops
+log "api call overhead (the call pipeline against a bare gRPC server)"
+.venv/bin/python -m bench.api_overhead
 log "overload (bursts of 10x and 100x the api's in-flight limit)"
 .venv/bin/python -m bench.overload "$@"
 log "isolation (a hung tenant beside a steady one)"

@@ -27,9 +27,11 @@ def run_bench(
     *args: str,
     timeout_s: float = 240,
     env: dict[str, str] | None = None,
+    servers: bool = True,
 ) -> dict[str, Any]:
-    require_server("CLOCKWORK_CASSANDRA")
-    require_server("CLOCKWORK_ETCD")
+    if servers:
+        require_server("CLOCKWORK_CASSANDRA")
+        require_server("CLOCKWORK_ETCD")
     completed = subprocess.run(
         [sys.executable, "-m", module, "--out", str(out), *args],
         cwd=ROOT,
@@ -67,6 +69,23 @@ def test_accept(tmp_path: Path) -> None:
     assert report["ratio_labelled_to_plain_batch"] > 0
     assert report["ratio_api_to_raw_plain"] > 0
     assert report["ratio_api_to_raw_conditional"] > 0
+
+
+def test_api_overhead(tmp_path: Path) -> None:
+    report = run_bench(
+        "bench.api_overhead",
+        tmp_path,
+        "--n",
+        "300",
+        "--concurrency",
+        "16",
+        "--rounds",
+        "1",
+        servers=False,
+    )
+    (only,) = report["rounds"]
+    assert only["bare_cpu_us"] > 0 and only["pipeline_cpu_us"] > 0
+    assert only["bare_calls_per_s"] > 0 and only["pipeline_calls_per_s"] > 0
 
 
 def test_fire(tmp_path: Path) -> None:
