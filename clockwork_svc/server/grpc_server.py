@@ -122,6 +122,8 @@ async def start_server(
     recorder = HandlerRecorder()
     for target in (server, recorder):
         _add_services(servicers, target)
+    # One pipeline for both: it keeps the first handler it composes for a method, and
+    # the server's and the recorder's handlers of a method wrap the same servicer method.
     local_calls = LocalCalls(recorder.handlers, interceptors, max_message_bytes)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

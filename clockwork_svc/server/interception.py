@@ -1,4 +1,5 @@
-"""What the api's server interceptors share: the continuation's type, and the
+"""The types a server interceptor deals in (its continuation, a method's handler and
+unary behaviour), as the call pipeline and the in-process calls use them, and the
 replacement of a unary method's behaviour by a wrapper around it."""
 
 from __future__ import annotations
