@@ -78,6 +78,9 @@ class ClusterView:
 
 # How long one connection attempt to etcd may take (TCP and the HTTP/2 handshake).
 CONNECT_TIMEOUT_MS = 5_000
+# A stopping worker's attempts to revoke its lease, and the pause between two.
+REVOKE_ATTEMPTS = 3
+REVOKE_RETRY_S = 0.2
 
 
 _PLAIN = EtcdSecurity()
@@ -411,12 +414,33 @@ class EtcdCoordinator:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
             if self._stopping:
-                await self._release_everything(client)
-                with contextlib.suppress(aetcd.ClientError, OSError):
-                    await client.revoke_lease(lease.id)
+                try:
+                    await self._release_everything(client)
+                finally:
+                    # Also when a release failed: revoking the lease deletes every key
+                    # under it (the registration, any shard key still held), so the
+                    # others take over now rather than when the lease expires.
+                    await self._revoke(client, lease)
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    async def _revoke(self, client: aetcd.Client, lease: Any) -> None:
+        """Revoke the lease, retrying a failed attempt a few times; if every one fails,
+        the lease expires on its own (the others wait up to its TTL)."""
+        for attempt in range(1, REVOKE_ATTEMPTS + 1):
+            try:
+                await client.revoke_lease(lease.id)
+                return
+            except (aetcd.ClientError, OSError) as exc:
+                log.warning(
+                    "coordination: lease not revoked (attempt %d of %d): %r",
+                    attempt,
+                    REVOKE_ATTEMPTS,
+                    exc,
+                )
+                if attempt < REVOKE_ATTEMPTS:
+                    await asyncio.sleep(REVOKE_RETRY_S)
 
     async def _keepalive(self, client: aetcd.Client, lease: Any) -> None:
         interval = self._settings.lease_ttl_s / 3

@@ -179,6 +179,38 @@ async def test_graceful_stop_hands_shards_over(cluster_env: tuple[str, str, Sqli
         await a.stop()
 
 
+async def test_a_graceful_stop_whose_release_fails_still_hands_over_before_the_lease(
+    cluster_env: tuple[str, str, SqliteStore],
+) -> None:
+    """An etcd error while a stopping worker releases its shards: its lease is still
+    revoked, which deletes its keys, so the others take over at once instead of when
+    the lease expires."""
+    endpoint, name, store = cluster_env
+    a = await join(endpoint, name, store, "a")
+    b = await join(endpoint, name, store, "b")
+
+    async def failing_release(client: object) -> None:
+        raise OSError("injected: etcd unreachable while releasing")
+
+    try:
+        await wait_until(
+            lambda: (
+                owned(a, b) == list(range(SHARDS)) and len(b.worker.owned_shards) == SHARDS // 2
+            ),
+            15,
+        )
+        b.coordinator._release_everything = failing_release  # type: ignore[method-assign]
+        await b.stop()
+        took = await wait_until(lambda: len(a.worker.owned_shards) == SHARDS, TTL + 5)
+        # The lease would have taken TTL (3 s) from b's last keepalive; a's rebalance
+        # rounds come every 0.5 s.
+        assert took < TTL - 1, took
+        view = await cluster_status(endpoint, name)
+        assert set(view.workers) == {"a"}
+    finally:
+        await a.stop()
+
+
 async def test_crashed_worker_shards_are_taken_over_after_its_lease(
     cluster_env: tuple[str, str, SqliteStore],
 ) -> None:
