@@ -10,7 +10,7 @@ top of it. Each round starts one server process per mode (`bare`: the servicer a
 `pipeline`: the servicer behind CallPipeline with a tenant token, as `clockwork api`
 serves it), warms it with 2,000 calls, sends --n calls with --concurrency in flight
 from this process, and reads the server's CPU time over them. Both modes receive the
-same request (a one-shot's spec) and the same metadata. Reports calls/s and the
+same request (the one-shot bench.accept creates) and the same metadata. Reports calls/s and the
 server's CPU per call for each mode and round, and the pipeline's share: pipeline -
 bare in microseconds, and pipeline / bare, within each round. A table on stdout,
 JSON in bench/results/.
@@ -29,12 +29,12 @@ from typing import Any
 import grpc
 import psutil
 
+from bench.accept import far_spec
 from bench.common import machine, print_table, ratio, write_json
+from bench.resources import cpu_s
 from clockwork_svc.api.v1 import convert
 from clockwork_svc.api.v1 import scheduler_pb2 as pb
 from clockwork_svc.api.v1 import scheduler_pb2_grpc as pb_grpc
-from clockwork_svc.domain import triggers
-from clockwork_svc.domain.spec import HttpTarget, ScheduleSpec
 from clockwork_svc.observability.tracing import Tracing
 from clockwork_svc.server.admission import Admission
 from clockwork_svc.server.auth import Authenticator, AuthSettings
@@ -77,12 +77,8 @@ async def serve(mode: str) -> None:
 
 
 def request() -> pb.CreateScheduleRequest:
-    spec = ScheduleSpec(
-        triggers.OnceTrigger(int(time.time() * 1000) + 86_400_000),
-        HttpTarget("http://127.0.0.1:9/never"),
-        payload=b'{"bench":"api_overhead","note":"a small json payload like a webhook event"}',
-    )
-    return pb.CreateScheduleRequest(key="bench-key-000001", spec=convert.spec_to_pb(spec))
+    """A create of the one-shot bench.accept creates."""
+    return pb.CreateScheduleRequest(key="bench-key-000001", spec=convert.spec_to_pb(far_spec()))
 
 
 async def send(port: int, n: int, concurrency: int) -> float:
@@ -100,11 +96,6 @@ async def send(port: int, n: int, concurrency: int) -> float:
         started = time.perf_counter()
         await asyncio.gather(*(caller() for _ in range(concurrency)))
         return time.perf_counter() - started
-
-
-def cpu_s(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
 
 
 def measure(mode: str, n: int, concurrency: int) -> dict[str, Any]:

@@ -58,20 +58,21 @@ def listening(addresses: dict[str, str | None]) -> dict[str, int]:
     return found
 
 
+def cpu_s(proc: psutil.Process) -> float:
+    """The CPU seconds (user + system) a process has used so far."""
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
 class ResourceMonitor:
     """Samples the RSS of some processes every `interval_s`; CPU from their counters."""
 
     def __init__(self, pids: dict[str, int], interval_s: float = 0.25) -> None:
         self._procs = {name: psutil.Process(pid) for name, pid in pids.items()}
         self._interval_s = interval_s
-        self._cpu0 = {name: self._cpu(p) for name, p in self._procs.items()}
+        self._cpu0 = {name: cpu_s(p) for name, p in self._procs.items()}
         self._peak = {name: 0 for name in self._procs}
         self._task: asyncio.Task[None] | None = None
-
-    @staticmethod
-    def _cpu(proc: psutil.Process) -> float:
-        times = proc.cpu_times()
-        return float(times.user + times.system)
 
     def _sample(self) -> None:
         for name, proc in self._procs.items():
@@ -96,7 +97,7 @@ class ResourceMonitor:
         usage: dict[str, Usage] = {}
         for name, proc in self._procs.items():
             try:
-                cpu = self._cpu(proc) - self._cpu0[name]
+                cpu = cpu_s(proc) - self._cpu0[name]
             except psutil.NoSuchProcess:
                 cpu = float("nan")
             usage[name] = Usage(round(cpu, 2), round(self._peak[name] / 2**20, 1))

@@ -111,11 +111,7 @@ class CallPipeline(grpc.aio.ServerInterceptor):
                     await context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
                     raise AssertionError("unreachable: abort raises")
                 current_principal.set(principal)
-                try:
-                    request = parse(raw)
-                except DecodeError as exc:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _undecodable(exc))
-                    raise AssertionError("unreachable: abort raises") from exc
+                request = await _parse(parse, raw, context)
                 # As given: a malformed one starts a new trace in the span, and a
                 # schedule keeps only a well-formed one (Scheduling normalizes it).
                 given = metadata.get(trace_context.HEADER, "")
@@ -145,9 +141,5 @@ async def _parse(parse: Parse, raw: bytes, context: grpc.aio.ServicerContext[Any
     try:
         return parse(raw)
     except DecodeError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _undecodable(exc))
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request: cannot be decoded: {exc}")
         raise AssertionError("unreachable: abort raises") from exc
-
-
-def _undecodable(exc: DecodeError) -> str:
-    return f"request: cannot be decoded: {exc}"
