@@ -18,6 +18,10 @@
   and a kill -9 of that node loses the rows of tables created since it started. The
   test command's single node uses it: no test kills that node (the fault tests that
   kill Cassandra start their own, crash-safe).
+  ``--cassandra-paxos-variant v1`` launches it with Cassandra's own default
+  lightweight-transaction protocol instead of the harness's ``v2``
+  (docs/operations.md, "Cassandra settings"). A node already running is reused as
+  it is; ``up`` warns when it was launched with other options.
 * ``down``: stop (SIGTERM, SIGKILL after a timeout) and delete state;
   ``--keep-data`` only stops.  Without names it stops the clusters too.
 * ``status``: one line per server; exit 0 only if all are running and ready.
@@ -36,7 +40,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
 
-from .cassandra import DEFAULT_COMMITLOG_SYNC, Cassandra, CommitlogSync
+from .cassandra import (
+    DEFAULT_COMMITLOG_SYNC,
+    DEFAULT_PAXOS_VARIANT,
+    Cassandra,
+    CommitlogSync,
+    PaxosVariant,
+)
 from .group import ServerGroup
 from .registry import GROUPS, NAMED_ONLY, SERVERS
 from .server import InfraError, Server
@@ -62,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings on stderr")
     # Only `up` takes the option; every command gets the default.
     parser.set_defaults(
-        cassandra_commitlog_sync=DEFAULT_COMMITLOG_SYNC, cassandra_unsafe_system=False
+        cassandra_commitlog_sync=DEFAULT_COMMITLOG_SYNC,
+        cassandra_unsafe_system=False,
+        cassandra_paxos_variant=DEFAULT_PAXOS_VARIANT,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     up = commands.add_parser("up", help="start servers and print their env lines")
@@ -79,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="schema changes not flushed: faster DDL, and a kill -9 loses the rows of new "
         "tables (applies when Cassandra is launched)",
+    )
+    up.add_argument(
+        "--cassandra-paxos-variant",
+        choices=get_args(PaxosVariant),
+        default=DEFAULT_PAXOS_VARIANT,
+        help="the lightweight-transaction protocol (applies when Cassandra is launched; "
+        "default: %(default)s)",
     )
     down = commands.add_parser("down", help="stop servers and delete their data")
     _add_servers_argument(down)
@@ -106,6 +125,7 @@ def _select(
     cassandra_commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
     *,
     cassandra_unsafe_system: bool = False,
+    cassandra_paxos_variant: PaxosVariant = DEFAULT_PAXOS_VARIANT,
     groups_by_default: bool = False,
 ) -> list[Managed]:
     known = [*SERVERS, *NAMED_ONLY, *GROUPS]
@@ -124,6 +144,7 @@ def _select(
                     cache_dir,
                     commitlog_sync=cassandra_commitlog_sync,
                     unsafe_system=cassandra_unsafe_system,
+                    paxos_variant=cassandra_paxos_variant,
                 )
             )
         elif name in GROUPS:
@@ -188,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.cache_dir,
             args.cassandra_commitlog_sync,
             cassandra_unsafe_system=args.cassandra_unsafe_system,
+            cassandra_paxos_variant=args.cassandra_paxos_variant,
             groups_by_default=args.command == "down",
         )
         if args.command == "up":

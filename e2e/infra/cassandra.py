@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,6 +48,13 @@ UNSAFE_SYSTEM_FLAG = "-Dcassandra.unsafesystem=true"
 CommitlogSync = Literal["batch", "group", "periodic"]
 DEFAULT_COMMITLOG_SYNC: CommitlogSync = "batch"
 """The harness's: a synced log before every acknowledgement (fault tests need it)."""
+
+# The lightweight-transaction protocol (``paxos_variant`` in cassandra.yaml).
+PaxosVariant = Literal["v1", "v2"]
+DEFAULT_PAXOS_VARIANT: PaxosVariant = "v2"
+"""What docs/operations.md recommends (Cassandra's own default is still v1): two
+round trips per compare-and-set instead of four, and far fewer timeouts when
+compare-and-sets contend for a partition, as one tenant's creates do."""
 
 # From Cassandra's conf/jvm17-server.options: what its code reaches into on Java 17.
 _ADD_EXPORTS = (
@@ -118,6 +126,7 @@ class Cassandra(Server):
         heap: str = HEAP,
         unsafe_system: bool = False,
         commitlog_sync: CommitlogSync = DEFAULT_COMMITLOG_SYNC,
+        paxos_variant: PaxosVariant = DEFAULT_PAXOS_VARIANT,
     ) -> None:
         """Options beyond the defaults trade crash safety for speed; fault tests need neither.
 
@@ -129,12 +138,16 @@ class Cassandra(Server):
         ``commitlog_sync="periodic"`` (10 s) raised concurrent insert throughput
         here from ~2,000/s to ~5,300/s, but a kill -9 then loses the writes
         acknowledged since the last sync (see ``_commitlog_sync_yaml``).
+
+        ``paxos_variant`` is cassandra.yaml's (``DEFAULT_PAXOS_VARIANT``; ``"v1"``
+        launches Cassandra's own default, to compare the two).
         """
         super().__init__(state_dir, cache_dir)
         self.version = version
         self.heap = heap
         self.unsafe_system = unsafe_system
         self.commitlog_sync = commitlog_sync
+        self.paxos_variant = paxos_variant
 
     @property
     def dist_dir(self) -> Path:
@@ -195,6 +208,7 @@ saved_caches_directory: {_q(data / "saved_caches")}
 hints_directory: {_q(data / "hints")}
 cdc_raw_directory: {_q(data / "cdc_raw")}
 {self._commitlog_sync_yaml()}
+paxos_variant: {self.paxos_variant}
 commitlog_segment_size: 5MiB
 # Tests drop and truncate tables all the time; snapshots would only fill the disk.
 auto_snapshot: false
@@ -258,17 +272,33 @@ hinted_handoff_enabled: false"""
         """A node launched with ``unsafe_system`` (read from its command line: a node
         started by another process is attached with the defaults) would drop the rows
         of its new tables on restart."""
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        if UNSAFE_SYSTEM_FLAG.encode() in argv:
+        if _launched_unsafe(pid):
             return (
                 f"launched with {UNSAFE_SYSTEM_FLAG} (e.g. the test command's shared "
                 "node); a kill -9 loses the rows of its new tables: start a node of the "
                 "test's own"
             )
         return None
+
+    def launched_otherwise(self, pid: int) -> str | None:
+        """The running node's launch options, from its command line and the
+        cassandra.yaml written when it was launched, that differ from this instance's."""
+        try:
+            conf = (self.conf_dir / "cassandra.yaml").read_text()
+        except OSError:
+            return None
+        running = {
+            "unsafe_system": _launched_unsafe(pid),
+            "commitlog_sync": _yaml_value(conf, "commitlog_sync"),
+            "paxos_variant": _yaml_value(conf, "paxos_variant"),
+        }
+        asked = {
+            "unsafe_system": self.unsafe_system,
+            "commitlog_sync": self.commitlog_sync,
+            "paxos_variant": self.paxos_variant,
+        }
+        differs = [f"{k} {running[k]} (asked: {v})" for k, v in asked.items() if running[k] != v]
+        return "launched with " + ", ".join(differs) if differs else None
 
     def _jvm_flags(self) -> list[str]:
         conf = self.conf_dir
@@ -321,6 +351,21 @@ def _java() -> str:
             "cassandra: `java` not found; install JDK 17 (apt-get install openjdk-17-jdk-headless)"
         )
     return java
+
+
+def _launched_unsafe(pid: int) -> bool:
+    """Whether process ``pid`` runs with ``UNSAFE_SYSTEM_FLAG`` (False if it is gone)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return UNSAFE_SYSTEM_FLAG.encode() in argv
+
+
+def _yaml_value(conf: str, key: str) -> str | None:
+    """A top-level ``key: value`` of a generated cassandra.yaml, or None."""
+    found = re.search(rf"^{re.escape(key)}:\s*(\S+)\s*$", conf, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 # --- module-level API (what fixtures and the CLI call) -------------------------

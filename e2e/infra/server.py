@@ -156,6 +156,11 @@ class Server(abc.ABC):
         would lose data on purpose), or None: most servers are crash-safe."""
         return None
 
+    def launched_otherwise(self, pid: int) -> str | None:
+        """How the running process ``pid`` was launched differently from what this
+        instance would launch (options apply only at launch), or None."""
+        return None
+
     # --- lifecycle --------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> Running:
@@ -173,6 +178,14 @@ class Server(abc.ABC):
             if pid is not None:
                 log.info("%s already running (pid %d); checking readiness", self.name, pid)
                 detail = self._wait_ready(pid, ports, timeout, kill_on_failure=False)
+                differs = self.launched_otherwise(pid)
+                if differs:
+                    log.warning(
+                        "%s: reusing the running one, %s; options apply at launch: stop "
+                        "it (down) to launch it with them",
+                        self.name,
+                        differs,
+                    )
             else:
                 pid = self._launch(ports)
                 detail = self._wait_ready(pid, ports, timeout, kill_on_failure=True)

@@ -45,6 +45,7 @@ async def test_reads_each_nodes_settings(connected: tuple[Any, Any]) -> None:
         assert settings is not None
         assert settings["memtable_allocation_type"] == "offheap_objects"
         assert settings["batch_size_fail_threshold"] == "50KiB"
+        assert settings["paxos_variant"] == "v2"
         assert node_settings.findings(settings) == []
 
 

@@ -26,9 +26,10 @@ STOCK = {
     "batch_size_fail_threshold": "50KiB",
     "partition_keys_in_select_fail_threshold": "-1",
     "in_select_cartesian_product_fail_threshold": "-1",
+    "paxos_variant": "v1",
 }
 # What docs/operations.md asks for (and the test harness runs).
-ADVISED = STOCK | {"memtable_allocation_type": "offheap_objects"}
+ADVISED = STOCK | {"memtable_allocation_type": "offheap_objects", "paxos_variant": "v2"}
 
 
 def judged(**changes: str) -> list[tuple[str, str, Severity]]:
@@ -39,14 +40,20 @@ def test_the_advised_settings_have_no_finding() -> None:
     assert findings(ADVISED) == []
 
 
-def test_stock_settings_warn_of_memtables_on_the_heap_only() -> None:
-    [found] = findings(STOCK)
-    assert (found.setting, found.value, found.severity) == (
+def test_stock_settings_warn_of_memtables_on_the_heap_and_the_first_paxos() -> None:
+    memtables, paxos = findings(STOCK)
+    assert (memtables.setting, memtables.value, memtables.severity) == (
         "memtable_allocation_type",
         "heap_buffers",
         Severity.WARNING,
     )
-    assert "offheap_objects" in found.why
+    assert "offheap_objects" in memtables.why
+    assert (paxos.setting, paxos.value, paxos.severity) == ("paxos_variant", "v1", Severity.WARNING)
+    assert "set v2" in paxos.why
+
+
+def test_paxos_v1_alone_warns() -> None:
+    assert judged(paxos_variant="v1") == [("paxos_variant", "v1", Severity.WARNING)]
 
 
 @pytest.mark.parametrize("kind", ["unslabbed_heap_buffers", "unslabbed_heap_buffers_logged"])

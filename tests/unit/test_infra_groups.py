@@ -7,6 +7,7 @@ tests/contract (cassandra-rf3) and tests/nemesis/test_replicated_stores.py."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -127,6 +128,38 @@ def test_the_single_node_flushes_schema_changes_unless_told() -> None:
     [fast] = _select(["cassandra"], tmp, tmp, cassandra_unsafe_system=args.cassandra_unsafe_system)
     assert isinstance(fast, Cassandra) and fast.unsafe_system is True
     assert _parser().parse_args(["down"]).cassandra_unsafe_system is False
+
+
+def test_nodes_run_paxos_v2_unless_told() -> None:
+    tmp = Path("/nonexistent")
+    [default] = _select(["cassandra"], tmp, tmp)
+    assert isinstance(default, Cassandra)
+    conf = yaml.safe_load(default._yaml(PORTS))
+    assert conf["paxos_variant"] == "v2"
+    args = _parser().parse_args(["up", "cassandra", "--cassandra-paxos-variant", "v1"])
+    [legacy] = _select(
+        ["cassandra"], tmp, tmp, cassandra_paxos_variant=args.cassandra_paxos_variant
+    )
+    assert isinstance(legacy, Cassandra)
+    assert yaml.safe_load(legacy._yaml(PORTS))["paxos_variant"] == "v1"
+    # The clusters' nodes write the same key.
+    node = CassandraCluster(tmp, tmp).members[0]
+    assert yaml.safe_load(node._yaml(PORTS))["paxos_variant"] == "v2"
+
+
+def test_a_reused_node_launched_with_other_options_is_named(tmp_path: Path) -> None:
+    """`up` reuses a running node as it is; it says how that node's launch differs."""
+    launched = Cassandra(tmp_path, tmp_path, commitlog_sync="periodic", paxos_variant="v1")
+    launched.conf_dir.mkdir(parents=True)
+    (launched.conf_dir / "cassandra.yaml").write_text(launched._yaml(PORTS))
+    this_process = os.getpid()  # its command line has no -Dcassandra.unsafesystem
+    assert launched.launched_otherwise(this_process) is None
+    asked = Cassandra(tmp_path, tmp_path, unsafe_system=True)
+    differs = asked.launched_otherwise(this_process)
+    assert differs is not None
+    assert "unsafe_system False (asked: True)" in differs
+    assert "commitlog_sync periodic (asked: batch)" in differs
+    assert "paxos_variant v1 (asked: v2)" in differs
 
 
 def test_rows_of_a_result_are_all_decoded() -> None:

@@ -47,7 +47,7 @@ PROFILE_DEFAULT = EXEC_PROFILE_DEFAULT
 """Plain reads and idempotent upserts: LOCAL_QUORUM."""
 PROFILE_LWT = "clockwork-lwt"
 """Compare-and-set writes: LOCAL_QUORUM commit, LOCAL_SERIAL Paxos; a longer timeout
-because a Paxos round is four round trips."""
+because a Paxos round is four round trips (two with `paxos_variant: v2`)."""
 PROFILE_SERIAL_READ = "clockwork-serial-read"
 """Linearizable reads (LOCAL_SERIAL) of rows written by compare-and-set."""
 PROFILE_SCHEMA = "clockwork-schema"

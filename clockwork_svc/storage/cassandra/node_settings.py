@@ -9,7 +9,10 @@ Two kinds of setting matter (docs/operations.md, "Cassandra settings"):
 - memtables on the heap: Clockwork's rows hold ~15 small cells each, and on the heap
   each cell's objects cost several times what Cassandra counts against
   `memtable_heap_space`, so a sustained create load can fill the heap before the
-  memtables flush.
+  memtables flush;
+- the first Paxos protocol (`paxos_variant: v1`, Cassandra's default): creates share
+  a tenant's 64 partitions, so concurrent creates contend for each partition's Paxos
+  round, and under v1 many more of those rounds time out.
 
 `findings` judges one node's settings (no I/O); `check` reads every node's
 `system_views.settings` (one query per node) and logs what it found. The check never
@@ -84,6 +87,17 @@ def findings(settings: Mapping[str, str]) -> list[Finding]:
                 "memtable cells on the heap cost several times what Cassandra counts for "
                 "Clockwork's rows, so a sustained create load can fill the heap before the "
                 "memtables flush; set offheap_objects",
+            )
+        )
+    if settings.get("paxos_variant") == "v1":
+        out.append(
+            Finding(
+                "paxos_variant",
+                "v1",
+                Severity.WARNING,
+                "compare-and-sets take four round trips instead of two, and concurrent "
+                "creates, which contend for a tenant's partitions, time out far more "
+                "often; set v2 on every node",
             )
         )
     batch_limit = _batch_fail_threshold(settings)
