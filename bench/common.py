@@ -71,14 +71,14 @@ def warm_up(n: int, window_ms: int, fraction: float = WARM_UP_FRACTION) -> tuple
     return max(10, int(n * fraction)), max(1000, int(window_ms * fraction))
 
 
-def add_warm_up(parser: argparse.ArgumentParser) -> None:
-    """`--warm-up FRACTION` (default WARM_UP_FRACTION; 0: no warm-up run), for
-    `warm_up`."""
+def add_warm_up(parser: argparse.ArgumentParser, of: str = "--m and --window-s") -> None:
+    """`--warm-up FRACTION` (default WARM_UP_FRACTION; 0: no warm-up run): a first
+    run, not measured, of that fraction of the options named by `of`."""
     parser.add_argument(
         "--warm-up",
         type=float,
         default=WARM_UP_FRACTION,
-        help="first run, not measured: this fraction of --m and --window-s (0: none)",
+        help=f"first run, not measured: this fraction of {of} (0: none)",
     )
 
 

@@ -64,6 +64,7 @@ def test_accept(tmp_path: Path) -> None:
         "--labels",
         "3",
     )
+    assert report["warm_up"]["n"] == 50  # a quarter of --n, not counted in the modes
     assert [(m["n"], m["labels"]) for m in report["modes"][1:]] == [(200, 0), (200, 3)]
     assert [(r["kind"], r["errors"]) for r in report["raw"]] == [("plain", 0), ("conditional", 0)]
     assert report["ratio_labelled_to_plain_batch"] > 0
