@@ -153,6 +153,7 @@ async def start_node(
                 settings.targets,
                 on_new_firing=on_new,
                 on_created=metrics.schedules_created.inc,
+                on_create_batch=metrics.create_batch.observe,
             )
             node.api = await start_server(
                 scheduling,

@@ -51,16 +51,24 @@ class _Tenant:
 
 
 class CreateBatcher:
-    def __init__(self, create_all: CreateAll, max_batch: int, max_in_flight: int = 1) -> None:
+    def __init__(
+        self,
+        create_all: CreateAll,
+        max_batch: int,
+        max_in_flight: int = 1,
+        on_batch: Callable[[int], None] = lambda size: None,
+    ) -> None:
         """`max_batch`: creates per batch; `max_in_flight`: batches in flight per
         tenant. While that many are in flight, new creates queue, and the next batch
         takes them all (up to `max_batch`): an idle api sends each create at the end
-        of its event-loop turn, a busy one sends fewer, larger batches."""
+        of its event-loop turn, a busy one sends fewer, larger batches. `on_batch` is
+        told the size of each batch sent."""
         if max_batch < 1 or max_in_flight < 1:
             raise ValueError("max_batch and max_in_flight must be >= 1")
         self._create_all = create_all
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
+        self._on_batch = on_batch
         self._tenants: dict[str, _Tenant] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -84,6 +92,7 @@ class CreateBatcher:
         while state.queued and state.in_flight < self._max_in_flight:
             batch, state.queued = state.queued[: self._max_batch], state.queued[self._max_batch :]
             state.in_flight += 1
+            self._on_batch(len(batch))
             task = asyncio.create_task(
                 self._send(tenant, state, batch), name="clockwork-create-batch"
             )

@@ -92,6 +92,7 @@ class Scheduling:
         on_new_firing: Callable[[Firing], None] = lambda firing: None,
         on_created: Callable[[], None] = lambda: None,
         read_ahead_ms: int = planning.READ_AHEAD_MS,
+        on_create_batch: Callable[[int], None] = lambda size: None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -101,7 +102,7 @@ class Scheduling:
         self._on_new_firing = on_new_firing
         self._on_created = on_created
         self._read_ahead_s = read_ahead_ms / 1000
-        self._creates = CreateBatcher(self._create_all, MAX_BATCH)
+        self._creates = CreateBatcher(self._create_all, MAX_BATCH, on_batch=on_create_batch)
 
     # --- create ------------------------------------------------------------------------
 

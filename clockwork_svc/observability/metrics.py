@@ -37,6 +37,13 @@ class Metrics:
             "Schedules created (not counting idempotent repeats)",
             registry=r,
         )
+        self.create_batch = Histogram(
+            "clockwork_create_batch_creates",
+            "Unary creates of one tenant sent together as one batch (create_batching): "
+            "the larger, the more of them share each partition's Paxos round",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000),
+            registry=r,
+        )
         self.api_requests = Counter(
             "clockwork_api_requests_total",
             "gRPC requests by method and status code",

@@ -101,6 +101,7 @@ async def test_ops_endpoint_serves_metrics_and_health(
     assert 'clockwork_firings_total{outcome="succeeded",tenant="acme"} 1.0' in text
     assert "clockwork_shards_total 8.0" in text
     assert "clockwork_schedules_created_total 1.0" in text
+    assert "clockwork_create_batch_creates_count 1.0" in text  # the one create, alone
     assert "clockwork_fire_lag_seconds_count 1.0" in text
     assert "clockwork_shards_owned 8.0" in text
 

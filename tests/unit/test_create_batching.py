@@ -135,3 +135,20 @@ async def test_creates_arriving_during_a_batch_go_out_together_as_the_next() -> 
     recorder.release.set()
     await asyncio.gather(first, *later)
     assert recorder.calls == [("a", ["k0"]), ("a", ["k1", "k2", "k3"])]
+
+
+async def test_each_batch_sent_reports_its_size() -> None:
+    """What `clockwork_create_batch_creates` observes: one size per batch sent."""
+    recorder = Recorder()
+    recorder.release.clear()
+    sizes: list[int] = []
+    batcher = CreateBatcher(recorder, max_batch=2, on_batch=sizes.append)
+    first = asyncio.create_task(batcher.create("a", NewSchedule("k0", spec())))
+    await recorder.called.wait()
+    later = [
+        asyncio.create_task(batcher.create("a", NewSchedule(f"k{i}", spec()))) for i in (1, 2, 3)
+    ]
+    await asyncio.sleep(0)
+    recorder.release.set()
+    await asyncio.gather(first, *later)
+    assert sizes == [1, 2, 1]
