@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import os
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from bench.common import (
     now_ms,
     print_table,
     ratio,
+    warm_up_count,
     write_json,
 )
 from bench.resources import ResourceMonitor, Usage, listening
@@ -158,6 +160,15 @@ def cpu_columns(usage: dict[str, Usage]) -> dict[str, float]:
     return {f"{name}_cpu_s": round(u.cpu_s, 2) for name, u in usage.items()}
 
 
+async def measured(
+    pids: dict[str, int], mode: Coroutine[Any, Any, dict[str, Any]]
+) -> dict[str, Any]:
+    """Run one mode (a coroutine not yet started) and add the CPU its processes spent."""
+    monitor = ResourceMonitor(pids).start()
+    row = await mode
+    return row | cpu_columns(await monitor.stop())
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "benchmark": "accept",
@@ -173,29 +184,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with cluster.client() as client:
             pids = cluster.pids() | listening({"cassandra": cluster.env["CLOCKWORK_CASSANDRA"]})
             if args.warm_up > 0:
-                monitor = ResourceMonitor(pids).start()
-                warm_n = max(10, int(args.n * args.warm_up))
-                row = await unary(client, pb_spec, "warm", warm_n, max(args.concurrency))
-                row |= cpu_columns(await monitor.stop())
+                warm_n = warm_up_count(args.n, args.warm_up)
+                row = await measured(
+                    pids, unary(client, pb_spec, "warm", warm_n, max(args.concurrency))
+                )
                 row["mode"] = f"warm-up: {row['mode']}"
                 report["warm_up"] = row
                 print_table("accept", [row])
             for k in args.concurrency:
-                monitor = ResourceMonitor(pids).start()
-                row = await unary(client, pb_spec, f"u{k}", args.n, k)
-                row |= cpu_columns(await monitor.stop())
+                row = await measured(pids, unary(client, pb_spec, f"u{k}", args.n, k))
                 modes.append(row)
                 print_table("accept", [row])
-            monitor = ResourceMonitor(pids).start()
-            row = await batched(client, pb_spec, "b", args.n, args.batch)
-            row |= cpu_columns(await monitor.stop())
-            modes.append(row)
+            modes.append(await measured(pids, batched(client, pb_spec, "b", args.n, args.batch)))
             if args.labels:
                 # The same creates, each with labels: the cost of the labels index.
-                monitor = ResourceMonitor(pids).start()
-                row = await batched(client, pb_spec, "l", args.n, args.batch, args.labels)
-                row |= cpu_columns(await monitor.stop())
-                modes.append(row)
+                with_labels = batched(client, pb_spec, "l", args.n, args.batch, args.labels)
+                modes.append(await measured(pids, with_labels))
         raw = await raw_limit(cluster, args.n, args.raw_concurrency)
     report["modes"] = modes
     report["raw"] = raw

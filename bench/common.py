@@ -63,12 +63,18 @@ def machine() -> dict[str, Any]:
 WARM_UP_FRACTION = 0.25
 
 
+def warm_up_count(n: int, fraction: float = WARM_UP_FRACTION) -> int:
+    """How many operations a warm-up before a run of `n` makes: `fraction` of them, at
+    least 10."""
+    return max(10, int(n * fraction))
+
+
 def warm_up(n: int, window_ms: int, fraction: float = WARM_UP_FRACTION) -> tuple[int, int]:
     """The warm-up run before a measured one: `fraction` of its firings over the same
     fraction of its window (the same offered rate), at least 10 over a second. A
     just-started Cassandra compiles its hot paths during its first thousands of
     requests (bench.peers measured a 565 ms median lag cold, 1 ms warm, same rate)."""
-    return max(10, int(n * fraction)), max(1000, int(window_ms * fraction))
+    return warm_up_count(n, fraction), max(1000, int(window_ms * fraction))
 
 
 def add_warm_up(parser: argparse.ArgumentParser, of: str = "--m and --window-s") -> None:

@@ -287,17 +287,12 @@ hinted_handoff_enabled: false"""
             conf = (self.conf_dir / "cassandra.yaml").read_text()
         except OSError:
             return None
-        running = {
-            "unsafe_system": _launched_unsafe(pid),
-            "commitlog_sync": _yaml_value(conf, "commitlog_sync"),
-            "paxos_variant": _yaml_value(conf, "paxos_variant"),
-        }
-        asked = {
-            "unsafe_system": self.unsafe_system,
-            "commitlog_sync": self.commitlog_sync,
-            "paxos_variant": self.paxos_variant,
-        }
-        differs = [f"{k} {running[k]} (asked: {v})" for k, v in asked.items() if running[k] != v]
+        options: tuple[tuple[str, object, object], ...] = (
+            ("unsafe_system", _launched_unsafe(pid), self.unsafe_system),
+            ("commitlog_sync", _yaml_value(conf, "commitlog_sync"), self.commitlog_sync),
+            ("paxos_variant", _yaml_value(conf, "paxos_variant"), self.paxos_variant),
+        )
+        differs = [f"{name} {ran} (asked: {asked})" for name, ran, asked in options if ran != asked]
         return "launched with " + ", ".join(differs) if differs else None
 
     def _jvm_flags(self) -> list[str]:
