@@ -20,6 +20,7 @@ from clockwork_svc.storage.cassandra.write_batcher import (
     counted_size,
 )
 from tests.conftest import require_server
+from tests.support.cassandra_table import scratch_table
 
 pytestmark = pytest.mark.cassandra
 
@@ -27,26 +28,11 @@ pytestmark = pytest.mark.cassandra
 @pytest.fixture
 async def table() -> AsyncIterator[tuple[Any, Any, str]]:
     """(session, prepared upsert, table): `t(k text, c int, v text, primary key (k, c))`."""
-    address = require_server("CLOCKWORK_CASSANDRA")
-    cluster, session = await connecting.connect([address], timeout_s=60)
-    ks = "batcher_" + uuid.uuid4().hex[:10]
-    profile = connecting.PROFILE_SCHEMA
-    await bridge.execute(
-        session,
-        f"CREATE KEYSPACE {ks} WITH replication = "
-        "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-        profile=profile,
-    )
-    name = f"{ks}.t"
-    await bridge.execute(
-        session, f"CREATE TABLE {name} (k text, c int, v text, PRIMARY KEY (k, c))", profile=profile
-    )
-    upsert = await asyncio.to_thread(
-        session.prepare, f"INSERT INTO {name} (k, c, v) VALUES (?, ?, ?)"
-    )
-    yield session, upsert, name
-    await bridge.execute(session, f"DROP KEYSPACE {ks}", profile=profile)
-    await connecting.shutdown(cluster)
+    async with scratch_table("batcher_") as (session, name):
+        upsert = await asyncio.to_thread(
+            session.prepare, f"INSERT INTO {name} (k, c, v) VALUES (?, ?, ?)"
+        )
+        yield session, upsert, name
 
 
 async def rows(session: Any, name: str, key: str) -> dict[int, str]:

@@ -12,6 +12,7 @@ Driver errors that mean "unreachable, overloaded or timed out" become
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -117,6 +118,19 @@ def _hand_over(loop: asyncio.AbstractEventLoop, settle: Any, *args: Any) -> None
         pass  # the loop is closed: nobody is waiting for this result any more
 
 
+def _drop_timer(request: Any) -> None:
+    """A finished request's timer (its speculative execution or its timeout, cancelled
+    once a result or an error is set) calls back the request's own bound method, and
+    the request holds the timer: a reference cycle that only the cyclic collector
+    frees, the request's rows and future with it. Under load each young collection
+    then walks every recent request. Dropping the timer lets the request be freed
+    when its last reference goes (`_timer` is the driver's own attribute:
+    tests/integration/test_cassandra_bridge.py checks that no request is left in a
+    cycle)."""
+    if request is not None:
+        request._timer = None
+
+
 async def execute(
     session: Any,
     statement: Any,
@@ -142,13 +156,21 @@ async def execute(
     except UNAVAILABLE_ERRORS as exc:
         raise translate(exc) from exc
 
+    # The request keeps these callbacks until it is freed: holding it strongly here
+    # would make each request a reference cycle (see `_drop_timer`).
+    request = weakref.ref(response)
+
     def on_result(rows: Any) -> None:
-        # Runs on a driver thread; ResultSet here only wraps the page already received.
-        page = ResultSet(response, rows)
+        # Runs on a driver thread, from the request itself (so it is alive); ResultSet
+        # here only wraps the page already received.
+        finished = request()
+        page = ResultSet(finished, rows)
         _hand_over(loop, _settle_result, future, Page(list(page.current_rows), page.paging_state))
+        _drop_timer(finished)
 
     def on_error(exc: BaseException) -> None:
         _hand_over(loop, _settle_error, future, exc)
+        _drop_timer(request())
 
     response.add_callbacks(on_result, on_error)
     return await future
